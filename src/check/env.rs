@@ -1,0 +1,276 @@
+//! The child's environment: built from empty, never inherited wholesale.
+
+use super::Denial;
+use crate::policy::Policy;
+use std::ffi::OsString;
+
+/// Non-interactive defaults agents need; the policy's `env.set` overrides them.
+pub const DEFAULTS: &[(&str, &str)] = &[
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_EDITOR", "true"),
+    ("LESSSECURE", "1"),
+    ("NO_COLOR", "1"),
+];
+
+/// Variables that point into the workspace at run time (see `Plan::envp`).
+/// The policy may set them explicitly; a call may not.
+pub const PINNED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "CARGO_HOME",
+    "npm_config_cache",
+];
+
+/// Names that let a variable run code or load a library in the child.
+/// Returns why, or None when the name is harmless.
+pub fn dangerous(name: &str) -> Option<&'static str> {
+    const EXACT: &[&str] = &[
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "IFS",
+        "CDPATH",
+        "GLOBIGNORE",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PYTHONINSPECT",
+        "PYTHONBREAKPOINT",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "PERL5DB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "LESSKEY",
+        "LESSSECURE",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "MANPAGER",
+        "BROWSER",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC",
+        "GCONV_PATH",
+        "LOCPATH",
+        "NLSPATH",
+        "HOSTALIASES",
+        "RESOLV_HOST_CONF",
+        "GETCONF_DIR",
+        "MALLOC_CHECK_",
+        "TMPDIR",
+        "HOME",
+        "PATH",
+        "npm_config_script_shell",
+        "NPM_CONFIG_SCRIPT_SHELL",
+    ];
+    const PREFIXES: &[&str] = &["LD_", "DYLD_", "BASH_FUNC_", "GIT_CONFIG", "GLIBC_TUNABLES"];
+    if EXACT.contains(&name) {
+        return Some("it can make the child run or load another program, or escape the workspace");
+    }
+    if PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return Some("it can make the child load code or change its configuration");
+    }
+    if name.starts_with("GIT_")
+        && [
+            "COMMAND",
+            "SSH",
+            "EXEC",
+            "PAGER",
+            "EDITOR",
+            "ASKPASS",
+            "PROXY",
+            "EXTERNAL",
+            "TEMPLATE",
+            "DIR",
+            "WORK_TREE",
+        ]
+        .iter()
+        .any(|w| name.contains(w))
+    {
+        return Some("git runs programs or reads repositories named by it");
+    }
+    if name.starts_with("CARGO_")
+        && (name.ends_with("_RUNNER") || name.contains("WRAPPER") || name == "CARGO_HOME")
+    {
+        return Some("cargo runs the program it names");
+    }
+    None
+}
+
+/// Builds the environment from: defaults, `env.pass` taken from `inherited`,
+/// the policy's `env.set`, then the call's `NAME=VALUE` list. Pinned
+/// variables are added by the plan when the workspace exists.
+pub fn build(
+    policy: &Policy,
+    call: &[String],
+    inherited: &mut dyn Iterator<Item = (OsString, OsString)>,
+) -> Result<Vec<(String, String)>, Denial> {
+    let mut env: Vec<(String, String)> = DEFAULTS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (k, v) in inherited {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            continue;
+        };
+        if policy.env.pass.iter().any(|p| p == k) && !PINNED.contains(&k) {
+            upsert(&mut env, k, v);
+        }
+    }
+    for (k, v) in &policy.env.set {
+        upsert(&mut env, k, v);
+    }
+    for assignment in call {
+        let Some((k, v)) = assignment.split_once('=') else {
+            return Err(Denial::new(
+                "env.syntax",
+                format!("--env {assignment:?} is not NAME=VALUE"),
+                "write --env NAME=VALUE",
+            ));
+        };
+        if !crate::lex::is_identifier(k) {
+            return Err(Denial::new(
+                "env.name",
+                format!("--env name {k:?} is not a valid variable name"),
+                "use letters, digits and underscores, not starting with a digit",
+            ));
+        }
+        if let Some((rule, what)) = v.chars().find_map(crate::lex::forbidden_char) {
+            return Err(Denial::new(
+                rule,
+                format!("--env {k} contains a {what}"),
+                "remove it from the value",
+            ));
+        }
+        if let Some(why) = dangerous(k) {
+            return Err(Denial {
+                arg_index: None,
+                ..Denial::new(
+                    "env.dangerous",
+                    format!("--env {k} is refused: {why}"),
+                    "leave it out; if the program really needs it, an administrator can set a fixed value in the policy's env.set",
+                )
+            });
+        }
+        upsert(&mut env, k, v);
+    }
+    Ok(env)
+}
+
+fn upsert(env: &mut Vec<(String, String)>, k: &str, v: &str) {
+    match env.iter_mut().find(|(name, _)| name == k) {
+        Some(slot) => slot.1 = v.to_string(),
+        None => env.push((k.to_string(), v.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build_with(
+        policy: &Policy,
+        call: &[&str],
+        inherited: &[(&str, &str)],
+    ) -> Result<Vec<(String, String)>, Denial> {
+        let call: Vec<String> = call.iter().map(|s| s.to_string()).collect();
+        let mut it = inherited
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        build(policy, &call, &mut it)
+    }
+
+    fn get<'a>(env: &'a [(String, String)], k: &str) -> Option<&'a str> {
+        env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn only_passed_variables_are_inherited() {
+        let env = build_with(
+            &Policy::default(),
+            &[],
+            &[("LANG", "C.UTF-8"), ("SECRET", "x"), ("PATH", "/evil")],
+        )
+        .unwrap();
+        assert_eq!(get(&env, "LANG"), Some("C.UTF-8"));
+        assert_eq!(get(&env, "SECRET"), None);
+        assert_eq!(
+            get(&env, "PATH"),
+            None,
+            "PATH comes from the policy at run time"
+        );
+        assert_eq!(get(&env, "PAGER"), Some("cat"));
+    }
+
+    #[test]
+    fn dangerous_names_are_refused_per_call() {
+        for bad in [
+            "LD_PRELOAD=x",
+            "BASH_ENV=x",
+            "GIT_SSH_COMMAND=sh",
+            "PATH=/tmp",
+            "HOME=/",
+            "PYTHONPATH=.",
+            "GIT_CONFIG_COUNT=1",
+            "NODE_OPTIONS=--require=x",
+        ] {
+            let d = build_with(&Policy::default(), &[bad], &[]).unwrap_err();
+            assert_eq!(d.rule, "env.dangerous", "{bad}");
+        }
+        assert!(build_with(&Policy::default(), &["RUST_LOG=debug"], &[]).is_ok());
+    }
+
+    #[test]
+    fn call_env_syntax_is_checked() {
+        assert_eq!(
+            build_with(&Policy::default(), &["NOEQ"], &[])
+                .unwrap_err()
+                .rule,
+            "env.syntax"
+        );
+        assert_eq!(
+            build_with(&Policy::default(), &["1X=y"], &[])
+                .unwrap_err()
+                .rule,
+            "env.name"
+        );
+        assert_eq!(
+            build_with(&Policy::default(), &["X=a\nb"], &[])
+                .unwrap_err()
+                .rule,
+            "lex.newline"
+        );
+    }
+
+    #[test]
+    fn policy_set_overrides_defaults_and_call_overrides_policy() {
+        let mut p = Policy::default();
+        p.env.set.insert("PAGER".into(), "less".into());
+        p.env.set.insert("MODE".into(), "a".into());
+        let env = build_with(&p, &["MODE=b"], &[]).unwrap();
+        assert_eq!(get(&env, "PAGER"), Some("less"));
+        assert_eq!(get(&env, "MODE"), Some("b"));
+    }
+}

@@ -1,0 +1,397 @@
+//! Checks: (policy, request) → `Plan` or `Denial`.
+//!
+//! Pure apart from resolving the program through the policy's search path.
+//! The order is the contract: lexing, first word, environment, cwd, timeout;
+//! the first failure is reported.
+
+pub mod env;
+
+use crate::lex::{self, LexError};
+use crate::plan::{Plan, StdinMode};
+use crate::policy::Policy;
+use serde::Serialize;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+/// How the command arrives.
+#[derive(Debug, Clone)]
+pub enum CommandInput {
+    /// One string, lexed with bash's rules.
+    Line(String),
+    /// Words given as they are (`run --argv`): no lexing, same checks.
+    Argv(Vec<String>),
+}
+
+/// Everything a caller asks for; every face builds one of these.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub command: CommandInput,
+    /// Working directory relative to the workspace root.
+    pub cwd: Option<String>,
+    /// Requested deadline; may only shorten the policy's.
+    pub timeout_ms: Option<u64>,
+    /// Per-call `NAME=VALUE` assignments.
+    pub env: Vec<String>,
+    pub stdin: StdinMode,
+}
+
+impl Request {
+    pub fn line(command: impl Into<String>) -> Request {
+        Request {
+            command: CommandInput::Line(command.into()),
+            cwd: None,
+            timeout_ms: None,
+            env: Vec::new(),
+            stdin: StdinMode::Null,
+        }
+    }
+
+    /// The command as text, for reports.
+    pub fn display(&self) -> String {
+        match &self.command {
+            CommandInput::Line(s) => s.clone(),
+            CommandInput::Argv(words) => words.join(" "),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DenialKind {
+    /// Refused by the policy: exit 126.
+    Denied,
+    /// Allowed, but no such program on the policy's search path: exit 127.
+    NotFound,
+}
+
+/// A refusal with everything a caller needs to correct the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Denial {
+    #[serde(skip)]
+    pub kind: DenialKind,
+    pub rule: String,
+    pub reason: String,
+    /// Byte offset in the command string, when it was lexed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
+    /// Index in argv of the word at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arg_index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Denial {
+    pub fn new(rule: &str, reason: impl Into<String>, hint: impl Into<String>) -> Denial {
+        Denial {
+            kind: DenialKind::Denied,
+            rule: rule.to_string(),
+            reason: reason.into(),
+            offset: None,
+            arg_index: None,
+            hint: Some(hint.into()),
+        }
+    }
+
+    pub fn at_arg(mut self, index: usize) -> Denial {
+        self.arg_index = Some(index);
+        self
+    }
+}
+
+impl From<LexError> for Denial {
+    fn from(e: LexError) -> Denial {
+        Denial {
+            kind: DenialKind::Denied,
+            rule: e.rule.to_string(),
+            reason: e.reason,
+            offset: Some(e.offset),
+            arg_index: None,
+            hint: Some(e.hint.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Denial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.rule, self.reason)?;
+        if let Some(o) = self.offset {
+            write!(f, " (at byte {o})")?;
+        } else if let Some(i) = self.arg_index {
+            write!(f, " (argument {i})")?;
+        }
+        if let Some(h) = &self.hint {
+            write!(f, "; {h}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The whole check: a request either becomes a `Plan` or is refused.
+pub fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
+    let argv = split(policy, &req.command)?;
+    let program = resolve(policy, &argv[0])?;
+    let mut warnings = Vec::new();
+    let env = env::build(policy, &req.env, &mut std::env::vars_os())?;
+    let cwd = confine_cwd(req.cwd.as_deref())?;
+    let max = policy.limits.timeout_ms;
+    let timeout_ms = match req.timeout_ms {
+        Some(0) => {
+            return Err(Denial::new(
+                "timeout.zero",
+                "a timeout of 0 ms would kill the command before it starts",
+                format!("give a timeout between 1 and {max} ms, or omit it"),
+            ));
+        }
+        Some(t) if t > max => {
+            warnings.push(format!(
+                "requested timeout {t} ms exceeds the policy maximum; using {max} ms"
+            ));
+            max
+        }
+        Some(t) => t,
+        None => max,
+    };
+    Ok(Plan {
+        command: req.display(),
+        argv,
+        program,
+        env,
+        cwd,
+        timeout: Duration::from_millis(timeout_ms),
+        grace: Duration::from_millis(policy.limits.kill_grace_ms),
+        output_cap: policy.output.cap_bytes,
+        strip_ansi: policy.output.strip_ansi,
+        stdin: req.stdin.clone(),
+        path_var: policy
+            .commands
+            .search_path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":"),
+        warnings,
+    })
+}
+
+/// The argv, from the lexer or from the caller's words.
+pub fn split(policy: &Policy, input: &CommandInput) -> Result<Vec<String>, Denial> {
+    match input {
+        CommandInput::Line(line) => Ok(lex::lex(line, policy.max_command_bytes)?
+            .into_iter()
+            .map(|w| w.text)
+            .collect()),
+        CommandInput::Argv(words) => {
+            if words.is_empty() {
+                return Err(Denial::new(
+                    "lex.empty",
+                    "the command is empty",
+                    "give at least the program name after --argv --",
+                ));
+            }
+            let total: usize = words.iter().map(|w| w.len() + 1).sum();
+            if total > policy.max_command_bytes {
+                return Err(Denial::new(
+                    "lex.too-long",
+                    format!(
+                        "argv is {total} bytes, the policy allows at most {}",
+                        policy.max_command_bytes
+                    ),
+                    "shorten the command, or pass long data in a file in the workspace",
+                ));
+            }
+            for (i, w) in words.iter().enumerate() {
+                lex::check_argv_word(w, 0).map_err(|e| Denial::from(e).at_arg(i))?;
+            }
+            Ok(words.clone())
+        }
+    }
+}
+
+/// First word: on the allowlist, then found on the policy's search path.
+pub fn resolve(policy: &Policy, first: &str) -> Result<PathBuf, Denial> {
+    let listed = policy.commands.allow.iter().any(|a| a == first);
+    if first.contains('/') {
+        if !listed {
+            let base = first.rsplit('/').next().unwrap_or(first);
+            let hint = if policy.commands.allow.iter().any(|a| a == base) {
+                format!("use the bare name `{base}`; it is looked up on the policy's search path")
+            } else {
+                "use the bare name of an allowed program; `agent-rsh policy show` lists them"
+                    .to_string()
+            };
+            return Err(Denial::new(
+                "command.path",
+                format!("`{first}` is a path, and the policy does not list that exact path"),
+                hint,
+            )
+            .at_arg(0));
+        }
+        return canonical_program(policy, Path::new(first)).ok_or_else(|| not_found(first));
+    }
+    if !listed {
+        return Err(Denial::new(
+            "command.not-allowed",
+            format!("`{first}` is not on the policy's allowlist"),
+            "run one of the allowed programs; `agent-rsh policy show` lists them",
+        )
+        .at_arg(0));
+    }
+    policy
+        .commands
+        .search_path
+        .iter()
+        .find_map(|dir| canonical_program(policy, &dir.join(first)))
+        .ok_or_else(|| not_found(first))
+}
+
+fn not_found(name: &str) -> Denial {
+    Denial {
+        kind: DenialKind::NotFound,
+        ..Denial::new(
+            "command.not-found",
+            format!("`{name}` is allowed but not installed on the policy's search path"),
+            "install it, or add its directory to commands.search_path in the policy",
+        )
+        .at_arg(0)
+    }
+}
+
+/// The canonical path of an executable regular file that lies outside every
+/// writable place, so the program cannot be swapped by a confined child.
+fn canonical_program(policy: &Policy, candidate: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let real = std::fs::canonicalize(candidate).ok()?;
+    let meta = std::fs::metadata(&real).ok()?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return None;
+    }
+    let writable = policy
+        .scopes
+        .write
+        .iter()
+        .chain(policy.workspace.parent.iter());
+    for w in writable {
+        if real.starts_with(w) {
+            return None;
+        }
+    }
+    Some(real)
+}
+
+/// The cwd, relative to the workspace, with `..` never climbing out of it.
+/// Symlinks are checked against the real workspace when it exists (in exec).
+pub fn confine_cwd(cwd: Option<&str>) -> Result<PathBuf, Denial> {
+    let Some(cwd) = cwd else {
+        return Ok(PathBuf::new());
+    };
+    let path = Path::new(cwd);
+    if path.is_absolute() {
+        return Err(Denial::new(
+            "cwd.absolute",
+            format!("cwd `{cwd}` is absolute"),
+            "give the directory relative to the workspace root, e.g. --cwd src",
+        ));
+    }
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(p) => out.push(p),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err(Denial::new(
+                        "cwd.escape",
+                        format!("cwd `{cwd}` leaves the workspace"),
+                        "stay inside the workspace; give a directory relative to its root",
+                    ));
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => unreachable!("relative path"),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(allow: &[&str]) -> Policy {
+        let mut p = Policy::default();
+        p.commands.allow = allow.iter().map(|s| s.to_string()).collect();
+        p
+    }
+
+    #[test]
+    fn empty_allowlist_denies_everything() {
+        let d = check(&policy(&[]), &Request::line("ls")).unwrap_err();
+        assert_eq!(d.rule, "command.not-allowed");
+    }
+
+    #[test]
+    fn paths_are_refused_unless_listed_exactly() {
+        let p = policy(&["ls"]);
+        for cmd in ["./ls", "/tmp/x/ls", "ls/../../bin/sh", "/bin/ls"] {
+            let d = check(&p, &Request::line(cmd)).unwrap_err();
+            assert_eq!(d.rule, "command.path", "{cmd}");
+        }
+        let p = policy(&["/bin/ls"]);
+        assert!(check(&p, &Request::line("/bin/ls")).is_ok());
+    }
+
+    #[test]
+    fn allowed_command_resolves_to_canonical_file() {
+        let plan = check(&policy(&["ls"]), &Request::line("ls -la")).unwrap();
+        assert!(plan.program.is_absolute());
+        assert!(plan.program.ends_with("ls"));
+        assert_eq!(plan.argv, vec!["ls", "-la"]);
+    }
+
+    #[test]
+    fn missing_program_is_not_found() {
+        let d = check(
+            &policy(&["no-such-program-xyz"]),
+            &Request::line("no-such-program-xyz"),
+        )
+        .unwrap_err();
+        assert_eq!(d.kind, DenialKind::NotFound);
+    }
+
+    #[test]
+    fn cwd_never_leaves_the_workspace() {
+        assert_eq!(confine_cwd(Some("a/./b/..")).unwrap(), PathBuf::from("a"));
+        for bad in ["..", "../..", "a/../../b", "/etc"] {
+            assert!(confine_cwd(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timeout_may_shorten_never_extend() {
+        let p = policy(&["true"]);
+        let mut r = Request::line("true");
+        r.timeout_ms = Some(500);
+        assert_eq!(check(&p, &r).unwrap().timeout, Duration::from_millis(500));
+        r.timeout_ms = Some(10_000_000);
+        let plan = check(&p, &r).unwrap();
+        assert_eq!(plan.timeout, Duration::from_millis(60_000));
+        assert_eq!(plan.warnings.len(), 1);
+    }
+
+    #[test]
+    fn argv_words_obey_character_rules_but_not_quoting() {
+        let p = policy(&["echo"]);
+        let ok = Request {
+            command: CommandInput::Argv(vec!["echo".into(), "a;b $x *".into()]),
+            ..Request::line("")
+        };
+        assert_eq!(check(&p, &ok).unwrap().argv[1], "a;b $x *");
+        let bad = Request {
+            command: CommandInput::Argv(vec!["echo".into(), "a\nb".into()]),
+            ..Request::line("")
+        };
+        let d = check(&p, &bad).unwrap_err();
+        assert_eq!((d.rule.as_str(), d.arg_index), ("lex.newline", Some(1)));
+    }
+}

@@ -1,0 +1,522 @@
+//! Command-line faces: flag parsing and rendering; the work is elsewhere.
+
+use crate::check::{self, CommandInput, Request};
+use crate::engine::{self, RunOptions};
+use crate::exec::Sink;
+use crate::plan::StdinMode;
+use crate::policy::{self, Policy, PolicyError};
+use crate::result::{Chunk, Encoding, Event, RunResult, Status, Stream, Utf8Chunker, code};
+use base64::Engine as _;
+use clap::{Args, Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "agent-rsh",
+    version,
+    about = "A restricted shell: runs one checked command under a TOML policy, confined by the kernel",
+    disable_help_subcommand = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check a command against the policy and run it.
+    Run(RunArgs),
+    /// Check a command and print the verdict; nothing runs.
+    Check(CheckArgs),
+    /// Show, validate or create a policy.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+}
+
+#[derive(Args)]
+struct PolicyArg {
+    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct CommandArgs {
+    /// Take the words as argv exactly (no lexing); the same checks apply.
+    #[arg(long)]
+    argv: bool,
+    /// The command: one string (several words are joined with spaces, as
+    /// ssh does), or argv words with --argv.
+    #[arg(required = true, num_args = 1.., value_name = "CMD", allow_hyphen_values = true)]
+    command: Vec<String>,
+}
+
+impl CommandArgs {
+    fn input(&self) -> CommandInput {
+        if self.argv {
+            CommandInput::Argv(self.command.clone())
+        } else {
+            CommandInput::Line(self.command.join(" "))
+        }
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Print one JSON RunResult at the end instead of live output.
+    #[arg(long, conflicts_with = "events")]
+    json: bool,
+    /// Print JSON lines: start, output chunks, exit.
+    #[arg(long)]
+    events: bool,
+    #[command(flatten)]
+    policy: PolicyArg,
+    /// Working directory, relative to the workspace root.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// Deadline in milliseconds; may shorten the policy's, never extend it.
+    #[arg(long, value_name = "MS")]
+    timeout: Option<u64>,
+    /// Set a variable in the child's environment (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Use this existing directory as the workspace (kept after the run).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Keep the fresh workspace after the run and report its path.
+    #[arg(long)]
+    keep: bool,
+    /// Pass agent-rsh's standard input to the command (default /dev/null).
+    #[arg(long)]
+    stdin: bool,
+    /// Keep ANSI escape sequences in captured output.
+    #[arg(long)]
+    color: bool,
+    /// Encode captured output and output events as base64.
+    #[arg(long)]
+    base64: bool,
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// Print the verdict as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    policy: PolicyArg,
+    /// Working directory to check, relative to the workspace root.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// Variables to check (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
+#[derive(Subcommand)]
+enum PolicyCmd {
+    /// Print the effective policy with every default filled in.
+    Show(PolicyArg),
+    /// Validate a policy file.
+    Check {
+        /// The policy file.
+        file: PathBuf,
+    },
+    /// Write the commented example policy to FILE (default: stdout).
+    Init {
+        /// Where to write it; refuses to overwrite an existing file.
+        file: Option<PathBuf>,
+    },
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    sanitize_std_fds();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { code::USAGE } else { 0 };
+        }
+    };
+    match cli.cmd {
+        Cmd::Run(a) => cmd_run(a),
+        Cmd::Check(a) => cmd_check(a),
+        Cmd::Policy(p) => cmd_policy(p),
+    }
+}
+
+/// Fds 0-2 must be open, or the child's pipes could land on them.
+fn sanitize_std_fds() {
+    for fd in 0..3 {
+        // SAFETY: fcntl probe and open of /dev/null; no memory effects.
+        unsafe {
+            if libc::fcntl(fd, libc::F_GETFD) < 0 {
+                libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            }
+        }
+    }
+}
+
+fn load_policy(arg: &PolicyArg) -> Result<Policy, i32> {
+    Policy::locate(arg.policy.as_deref())
+        .map(|(p, _)| p)
+        .map_err(|e| report_policy_error(&e))
+}
+
+fn report_policy_error(e: &PolicyError) -> i32 {
+    eprintln!("agent-rsh: {e}");
+    eprintln!(
+        "agent-rsh: nothing was run; fix the policy (`agent-rsh policy check FILE` validates it)"
+    );
+    code::FAILED
+}
+
+fn cmd_run(a: RunArgs) -> i32 {
+    let policy = match load_policy(&a.policy) {
+        Ok(p) => p,
+        Err(code) => {
+            if a.json || a.events {
+                let r = RunResult::failed(
+                    a.command.command.join(" "),
+                    "policy cannot be loaded".into(),
+                );
+                print_json_result(&r, a.events);
+            }
+            return code;
+        }
+    };
+    if let Err(e) = crate::exec::install_signal_forwarding() {
+        eprintln!("agent-rsh: cannot install signal handlers: {e}");
+        return code::FAILED;
+    }
+    let req = Request {
+        command: a.command.input(),
+        cwd: a.cwd.clone(),
+        timeout_ms: a.timeout,
+        env: a.env.clone(),
+        stdin: if a.stdin {
+            StdinMode::Inherit
+        } else {
+            StdinMode::Null
+        },
+    };
+    let encoding = if a.base64 {
+        Encoding::Base64
+    } else {
+        Encoding::Text
+    };
+    let opts = RunOptions {
+        capture: a.json || a.events,
+        encoding,
+        color: a.color,
+        workspace: a.workspace.clone(),
+        keep: a.keep,
+    };
+    let r = if a.events {
+        let mut sink = EventSink::new(&req, encoding);
+        let r = engine::execute(&policy, &req, &opts, &mut sink);
+        sink.finish();
+        r
+    } else if a.json {
+        engine::execute(&policy, &req, &opts, &mut NullSink)
+    } else {
+        engine::execute(&policy, &req, &opts, &mut TextSink)
+    };
+    if a.json || a.events {
+        print_json_result(&r, a.events);
+    } else {
+        report_text(&r);
+    }
+    r.exit_code()
+}
+
+fn print_json_result(r: &RunResult, as_event: bool) {
+    let mut out = std::io::stdout().lock();
+    let line = if as_event {
+        serde_json::to_string(&Event::Exit(r)).expect("event serializes")
+    } else {
+        r.to_json()
+    };
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Text mode's closing words, on stderr so stdout stays the command's.
+fn report_text(r: &RunResult) {
+    let mut err = std::io::stderr().lock();
+    for w in &r.warnings {
+        let _ = writeln!(err, "agent-rsh: warning: {w}");
+    }
+    match r.status {
+        Status::Denied | Status::NotFound => {
+            if let Some(d) = &r.denial {
+                let what = if r.status == Status::Denied {
+                    "denied"
+                } else {
+                    "not found"
+                };
+                let _ = write!(err, "agent-rsh: {what}: {}: {}", d.rule, d.reason);
+                if let Some(o) = d.offset {
+                    let _ = write!(err, " (at byte {o})");
+                } else if let Some(i) = d.arg_index {
+                    let _ = write!(err, " (argument {i})");
+                }
+                let _ = writeln!(err);
+                if let Some(h) = &d.hint {
+                    let _ = writeln!(err, "agent-rsh: hint: {h}");
+                }
+            }
+        }
+        Status::TimedOut => {
+            let _ = writeln!(
+                err,
+                "agent-rsh: timed out after {} ms; the process tree was killed",
+                r.duration_ms
+            );
+        }
+        Status::Interrupted => {
+            let _ = writeln!(
+                err,
+                "agent-rsh: interrupted by signal {}; the process tree was stopped",
+                r.signal.unwrap_or(0)
+            );
+        }
+        Status::Failed => {
+            let _ = writeln!(
+                err,
+                "agent-rsh: failed: {}",
+                r.error.as_deref().unwrap_or("unknown error")
+            );
+        }
+        Status::Exited | Status::Signaled => {}
+    }
+    if let Some(ws) = &r.workspace {
+        let _ = writeln!(err, "agent-rsh: workspace kept at {ws}");
+    }
+}
+
+fn cmd_check(a: CheckArgs) -> i32 {
+    let policy = match load_policy(&a.policy) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let req = Request {
+        command: a.command.input(),
+        cwd: a.cwd.clone(),
+        timeout_ms: None,
+        env: a.env.clone(),
+        stdin: StdinMode::Null,
+    };
+    let verdict = check::check(&policy, &req);
+    if a.json {
+        let v = match &verdict {
+            Ok(plan) => serde_json::json!({
+                "verdict": "allow",
+                "command": req.display(),
+                "argv": plan.argv,
+                "program": plan.program,
+                "warnings": plan.warnings,
+            }),
+            Err(d) => serde_json::json!({
+                "verdict": if d.kind == check::DenialKind::Denied { "deny" } else { "notFound" },
+                "command": req.display(),
+                "denial": d,
+            }),
+        };
+        println!("{v}");
+    } else {
+        match &verdict {
+            Ok(plan) => {
+                println!(
+                    "allow: {} ({})",
+                    shell_words(&plan.argv),
+                    plan.program.display()
+                );
+                for w in &plan.warnings {
+                    println!("warning: {w}");
+                }
+            }
+            Err(d) => println!("deny: {d}"),
+        }
+    }
+    match verdict {
+        Ok(_) => 0,
+        Err(d) if d.kind == check::DenialKind::NotFound => code::NOT_FOUND,
+        Err(_) => code::DENIED,
+    }
+}
+
+/// argv rendered with single quotes where needed, for humans.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn cmd_policy(p: PolicyCmd) -> i32 {
+    match p {
+        PolicyCmd::Show(arg) => match Policy::locate(arg.policy.as_deref()) {
+            Ok((policy, source)) => {
+                println!("# effective policy, from {source}");
+                print!("{}", policy.to_toml());
+                0
+            }
+            Err(e) => report_policy_error(&e),
+        },
+        PolicyCmd::Check { file } => match Policy::load_file(&file) {
+            Ok(_) => {
+                println!("{}: ok", file.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("agent-rsh: {e}");
+                code::FAILED
+            }
+        },
+        PolicyCmd::Init { file: None } => {
+            print!("{}", policy::EXAMPLE_POLICY);
+            0
+        }
+        PolicyCmd::Init { file: Some(path) } => {
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(policy::EXAMPLE_POLICY.as_bytes()));
+            match written {
+                Ok(()) => {
+                    eprintln!("agent-rsh: wrote {}", path.display());
+                    0
+                }
+                Err(e) => {
+                    eprintln!(
+                        "agent-rsh: cannot write {}: {e} (it is never overwritten; choose a new path)",
+                        path.display()
+                    );
+                    code::FAILED
+                }
+            }
+        }
+    }
+}
+
+/// Live text: the child's bytes to our stdout and stderr as they arrive.
+struct TextSink;
+
+impl Sink for TextSink {
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        // A closed stdout (e.g. `| head`) must not stop the pump: the run
+        // goes on and its output is dropped.
+        let _ = match stream {
+            Stream::Stdout => write_all_fd(1, data),
+            Stream::Stderr => write_all_fd(2, data),
+        };
+    }
+}
+
+fn write_all_fd(fd: i32, mut data: &[u8]) -> std::io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: write from a live slice.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        data = &data[n as usize..];
+    }
+    Ok(())
+}
+
+struct NullSink;
+
+impl Sink for NullSink {
+    fn output(&mut self, _: Stream, _: &[u8]) {}
+}
+
+/// JSON lines: `start`, `output`, and (printed by the caller) `exit`.
+struct EventSink {
+    command: String,
+    encoding: Encoding,
+    chunkers: [Utf8Chunker; 2],
+    scratch: Vec<u8>,
+}
+
+impl EventSink {
+    fn new(req: &Request, encoding: Encoding) -> EventSink {
+        EventSink {
+            command: req.display(),
+            encoding,
+            chunkers: Default::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn emit(event: &Event) {
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer(&mut out, event);
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+
+    fn binary(stream: Stream, data: &[u8]) {
+        EventSink::emit(&Event::Output {
+            stream,
+            data: None,
+            data_b64: Some(base64::engine::general_purpose::STANDARD.encode(data)),
+        });
+    }
+
+    /// Flushes incomplete UTF-8 left at the end of each stream.
+    fn finish(&mut self) {
+        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            if let Some(rest) = self.chunkers[i].finish() {
+                EventSink::binary(stream, &rest);
+            }
+        }
+    }
+}
+
+impl Sink for EventSink {
+    fn started(&mut self, pid: i32, argv: &[String], cwd: &std::path::Path) {
+        EventSink::emit(&Event::Start {
+            command: &self.command,
+            argv,
+            cwd: &cwd.display().to_string(),
+            pid,
+        });
+    }
+
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        if self.encoding == Encoding::Base64 {
+            return EventSink::binary(stream, data);
+        }
+        let i = usize::from(stream == Stream::Stderr);
+        match self.chunkers[i].feed(data, &mut self.scratch) {
+            Some(Chunk::Text(t)) => EventSink::emit(&Event::Output {
+                stream,
+                data: Some(t),
+                data_b64: None,
+            }),
+            Some(Chunk::Binary(b)) => EventSink::binary(stream, b),
+            None => {}
+        }
+    }
+}

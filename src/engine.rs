@@ -1,0 +1,125 @@
+//! The one door: check, then execute, for every face.
+//!
+//! `run`, the login shell, jobs and the MCP server all build a `Request`
+//! and call `execute` with their own `Sink`; they differ only in how they
+//! take input and render output.
+
+use crate::check::{self, Denial, Request};
+use crate::confine::{Confinement, Stage};
+use crate::exec::{self, Sink};
+use crate::policy::Policy;
+use crate::result::{Encoding, RunResult, Status};
+use crate::workspace::Workspace;
+use std::path::PathBuf;
+
+/// How a face wants the run carried out, beyond the request itself.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Keep the bounded head and tail of the output for the RunResult.
+    pub capture: bool,
+    pub encoding: Encoding,
+    /// Keep ANSI escapes in captured output (`--color`).
+    pub color: bool,
+    /// A persistent workspace instead of a fresh one.
+    pub workspace: Option<PathBuf>,
+    /// Keep a fresh workspace after the run.
+    pub keep: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            capture: true,
+            encoding: Encoding::Text,
+            color: false,
+            workspace: None,
+            keep: false,
+        }
+    }
+}
+
+/// Checks `req` against `policy` and, if allowed, runs it; always returns a
+/// RunResult (denials and failures included), never panics on bad input.
+pub fn execute(
+    policy: &Policy,
+    req: &Request,
+    opts: &RunOptions,
+    sink: &mut dyn Sink,
+) -> RunResult {
+    let command = req.display();
+    let plan = match check::check(policy, req) {
+        Ok(p) => p,
+        Err(d) => return RunResult::denied(command, d),
+    };
+    let ws = match &opts.workspace {
+        Some(dir) => Workspace::persistent(dir),
+        None => Workspace::fresh(policy.workspace.parent.as_deref()),
+    };
+    let mut ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => return RunResult::failed(command, format!("cannot create the workspace: {e}")),
+    };
+    let cwd = match ws.resolve_cwd(&plan.cwd) {
+        Ok(c) => c,
+        Err(d) => return RunResult::denied(command, d),
+    };
+    let mut confinement = match Confinement::prepare(policy, &plan, ws.root()) {
+        Ok(c) => c,
+        Err(e) => return RunResult::failed(command, e),
+    };
+    let envp = plan.envp(ws.root());
+    let outcome = exec::run(&plan, &cwd, &envp, &mut confinement, sink, opts.capture);
+
+    let mut r = RunResult::new(command, plan.argv.clone(), Status::Failed);
+    r.cwd = Some(cwd.display().to_string());
+    r.warnings = plan.warnings.clone();
+    r.confinement = serde_json::to_value(confinement.report()).ok();
+    if opts.keep || opts.workspace.is_some() {
+        r.workspace = Some(ws.keep().display().to_string());
+    }
+    let o = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            r.error = Some(format!("cannot run the command: {e}"));
+            return r;
+        }
+    };
+    r.status = o.status;
+    r.exit_code = o.exit_code;
+    r.signal = o.signal;
+    r.timed_out = o.timed_out;
+    r.duration_ms = o.duration.as_millis() as u64;
+    let strip = plan.strip_ansi && !opts.color;
+    (r.stdout, r.stdout_encoding) = o.stdout.render(opts.encoding, strip);
+    (r.stderr, r.stderr_encoding) = o.stderr.render(opts.encoding, strip);
+    r.stdout_bytes = o.stdout.total();
+    r.stderr_bytes = o.stderr.total();
+    r.truncated = opts.capture && (o.stdout.truncated() || o.stderr.truncated());
+    r.warnings.extend(o.warnings);
+    if let Some((stage, errno)) = o.exec_error {
+        explain_exec_error(&mut r, stage, errno);
+    }
+    r
+}
+
+/// Turns a failure between fork and exec into a status and a clear reason.
+fn explain_exec_error(r: &mut RunResult, stage: Stage, errno: i32) {
+    let err = std::io::Error::from_raw_os_error(errno);
+    r.exit_code = None;
+    r.signal = None;
+    if stage == Stage::Exec && errno == libc::ENOENT {
+        r.status = Status::NotFound;
+        r.denial = Some(Denial {
+            kind: check::DenialKind::NotFound,
+            ..Denial::new(
+                "command.not-found",
+                format!("cannot execute {}: {err}", r.argv.first().map_or("", |s| s)),
+                "check that the program and its interpreter are installed",
+            )
+        });
+        return;
+    }
+    r.status = Status::Failed;
+    r.exit_code = Some(if stage == Stage::Exec { 126 } else { 125 });
+    r.error = Some(format!("{} failed: {err}", stage.describe()));
+}

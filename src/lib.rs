@@ -1,0 +1,16 @@
+//! agent-rsh: a restricted shell in one binary.
+//!
+//! Pure core (`policy`, `lex`, `check`, `plan`, `result`) → `Plan` or
+//! `Denial`; effectful edge (`workspace`, `confine`, `exec`) runs the plan;
+//! `engine` is the one door every face (`cli`) goes through.
+
+pub mod check;
+pub mod cli;
+pub mod confine;
+pub mod engine;
+pub mod exec;
+pub mod lex;
+pub mod plan;
+pub mod policy;
+pub mod result;
+pub mod workspace;

@@ -1,0 +1,63 @@
+//! `Plan`: a checked request, everything exec needs and nothing it must decide.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What the child's standard input is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdinMode {
+    /// `/dev/null` (the default: an agent cannot answer a prompt).
+    Null,
+    /// agent-rsh's own standard input (`--stdin`, the interactive shell).
+    Inherit,
+    /// These bytes, then end of file (MCP's `stdin` argument).
+    Data(Vec<u8>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The command as the caller gave it, for reports.
+    pub command: String,
+    pub argv: Vec<String>,
+    /// Canonical path of the program, resolved through the policy's search path.
+    pub program: PathBuf,
+    /// Environment without the workspace-pinned variables (see `envp`).
+    pub env: Vec<(String, String)>,
+    /// The policy's search path, as the child's PATH.
+    pub path_var: String,
+    /// Working directory relative to the workspace root, `..`-free.
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    pub grace: Duration,
+    /// Captured bytes kept per stream.
+    pub output_cap: usize,
+    pub strip_ansi: bool,
+    pub stdin: StdinMode,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// The full environment for a run in `workspace`: pinned variables
+    /// point into it unless the policy set them explicitly.
+    pub fn envp(&self, workspace: &Path) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
+        let ws = workspace.display().to_string();
+        let pinned = [
+            ("PATH", self.path_var.clone()),
+            ("HOME", ws.clone()),
+            ("TMPDIR", ws.clone()),
+            ("XDG_CACHE_HOME", format!("{ws}/.cache")),
+            ("XDG_CONFIG_HOME", format!("{ws}/.config")),
+            ("XDG_DATA_HOME", format!("{ws}/.local/share")),
+            ("XDG_STATE_HOME", format!("{ws}/.local/state")),
+            ("CARGO_HOME", format!("{ws}/.cargo")),
+            ("npm_config_cache", format!("{ws}/.npm")),
+        ];
+        for (k, v) in pinned {
+            if !env.iter().any(|(name, _)| name == k) {
+                env.push((k.to_string(), v));
+            }
+        }
+        env
+    }
+}

@@ -1,0 +1,407 @@
+//! The policy: what may run, with which environment, limits and scopes.
+//!
+//! Loaded from TOML with unknown keys refused (a typo in a security policy
+//! must not silently turn a rule off). Every field has a default so a policy
+//! file only states what it changes; the embedded default policy is the
+//! read-only inspection set in `policy/default.toml`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The embedded default policy, used when neither `--policy` nor
+/// `$AGENT_RSH_POLICY` names one.
+pub const DEFAULT_POLICY: &str = include_str!("../policy/default.toml");
+/// The commented example written by `agent-rsh policy init`.
+pub const EXAMPLE_POLICY: &str = include_str!("../policy.example.toml");
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    /// Longest command string accepted, in bytes.
+    pub max_command_bytes: usize,
+    /// How guard findings map to deny or warn.
+    pub trust: Trust,
+    /// What to do when the kernel cannot enforce the confinement.
+    pub confinement: ConfinementMode,
+    /// Network access of the child.
+    pub network: Network,
+    pub commands: Commands,
+    pub env: EnvPolicy,
+    pub limits: Limits,
+    pub output: OutputPolicy,
+    pub workspace: WorkspacePolicy,
+    pub scopes: Scopes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trust {
+    Low,
+    #[default]
+    Medium,
+    High,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConfinementMode {
+    /// Refuse to run when any confinement layer is unavailable.
+    #[default]
+    Required,
+    /// Apply what the kernel supports and report the rest.
+    BestEffort,
+    /// No kernel confinement (string checks, limits and tree kill only).
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    #[default]
+    None,
+    Allow,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Commands {
+    /// Bare program names (or exact absolute paths) that may be the first word.
+    pub allow: Vec<String>,
+    /// Directories searched, in order, for allowed bare names. The caller's
+    /// PATH is never used.
+    pub search_path: Vec<PathBuf>,
+}
+
+impl Default for Commands {
+    fn default() -> Self {
+        Commands {
+            allow: Vec::new(),
+            search_path: ["/usr/local/bin", "/usr/bin", "/bin"]
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvPolicy {
+    /// Variables copied from agent-rsh's own environment when present.
+    pub pass: Vec<String>,
+    /// Variables set by the policy; they override the built-in
+    /// non-interactive defaults (PAGER=cat, ...).
+    pub set: BTreeMap<String, String>,
+}
+
+impl Default for EnvPolicy {
+    fn default() -> Self {
+        EnvPolicy {
+            pass: ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "TMPDIR"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            set: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Maximum wall time of a run; a call may ask for less, never more.
+    pub timeout_ms: u64,
+    /// Time between SIGTERM and SIGKILL at the deadline.
+    pub kill_grace_ms: u64,
+    /// CPU seconds (RLIMIT_CPU); 0 means "the deadline, rounded up".
+    pub cpu_seconds: u64,
+    /// Address space per process (RLIMIT_AS), bytes; 0 means unlimited.
+    pub address_space_bytes: u64,
+    /// Largest file the child may write (RLIMIT_FSIZE), bytes.
+    pub file_size_bytes: u64,
+    /// Open files per process (RLIMIT_NOFILE).
+    pub open_files: u64,
+    /// Processes (RLIMIT_NPROC, counted per user by the kernel; with a PID
+    /// namespace the tree is also bounded by the deadline).
+    pub processes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout_ms: 60_000,
+            kill_grace_ms: 2_000,
+            cpu_seconds: 0,
+            address_space_bytes: 16 << 30,
+            file_size_bytes: 1 << 30,
+            open_files: 1024,
+            processes: 512,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputPolicy {
+    /// Captured bytes kept per stream (head and tail); the rest is counted.
+    pub cap_bytes: usize,
+    /// Remove ANSI escape sequences from captured output.
+    pub strip_ansi: bool,
+}
+
+impl Default for OutputPolicy {
+    fn default() -> Self {
+        OutputPolicy {
+            cap_bytes: 1 << 20,
+            strip_ansi: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkspacePolicy {
+    /// Where fresh per-run workspaces are created (default: /tmp).
+    pub parent: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scopes {
+    /// Paths the child may read (the workspace is always readable).
+    pub read: Vec<PathBuf>,
+    /// Paths the child may write besides the workspace.
+    pub write: Vec<PathBuf>,
+    /// Extra paths the child may execute besides the allowed commands and
+    /// the ELF loader (e.g. git's libexec dir).
+    pub exec: Vec<PathBuf>,
+}
+
+impl Default for Scopes {
+    fn default() -> Self {
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect();
+        Scopes {
+            read: p(&[
+                "/usr/lib",
+                "/usr/lib64",
+                "/lib",
+                "/lib64",
+                "/usr/share",
+                "/etc/ld.so.cache",
+                "/etc/ld.so.conf",
+                "/etc/ld.so.conf.d",
+                "/etc/localtime",
+                "/etc/passwd",
+                "/etc/group",
+                "/etc/nsswitch.conf",
+                "/etc/hosts",
+                "/etc/resolv.conf",
+                "/etc/ssl",
+                "/etc/ca-certificates",
+                "/etc/gitconfig",
+                "/etc/magic",
+                "/etc/mime.types",
+            ]),
+            write: Vec::new(),
+            exec: Vec::new(),
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_command_bytes: 8192,
+            trust: Trust::default(),
+            confinement: ConfinementMode::default(),
+            network: Network::default(),
+            commands: Commands::default(),
+            env: EnvPolicy::default(),
+            limits: Limits::default(),
+            output: OutputPolicy::default(),
+            workspace: WorkspacePolicy::default(),
+            scopes: Scopes::default(),
+        }
+    }
+}
+
+/// Where the effective policy came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    Embedded,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Embedded => f.write_str("<embedded default policy>"),
+        }
+    }
+}
+
+/// A policy that cannot be used. Always fatal: agent-rsh fails closed.
+#[derive(Debug, Clone)]
+pub struct PolicyError {
+    pub source: Source,
+    /// 1-based line and column, when the error has a position.
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((l, c)) => write!(f, "policy {}:{l}:{c}: {}", self.source, self.message),
+            None => write!(f, "policy {}: {}", self.source, self.message),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl Policy {
+    /// Parses policy text; `source` names it in errors.
+    pub fn parse(text: &str, source: Source) -> Result<Policy, PolicyError> {
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
+            position: e.span().map(|s| line_col(text, s.start)),
+            message: e.message().trim().to_string(),
+            source: source.clone(),
+        })?;
+        policy.validate().map_err(|message| PolicyError {
+            source,
+            position: None,
+            message,
+        })?;
+        Ok(policy)
+    }
+
+    /// Reads and parses a policy file.
+    pub fn load_file(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            source: Source::File(path.to_path_buf()),
+            position: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        Policy::parse(&text, Source::File(path.to_path_buf()))
+    }
+
+    /// The embedded default policy.
+    pub fn embedded() -> Policy {
+        Policy::parse(DEFAULT_POLICY, Source::Embedded).expect("embedded policy parses")
+    }
+
+    /// Lookup order: explicit path, then `$AGENT_RSH_POLICY`, then embedded.
+    pub fn locate(explicit: Option<&Path>) -> Result<(Policy, Source), PolicyError> {
+        let from_env = std::env::var_os("AGENT_RSH_POLICY").filter(|v| !v.is_empty());
+        match explicit
+            .map(Path::to_path_buf)
+            .or_else(|| from_env.map(PathBuf::from))
+        {
+            Some(path) => Ok((Policy::load_file(&path)?, Source::File(path))),
+            None => Ok((Policy::embedded(), Source::Embedded)),
+        }
+    }
+
+    /// Semantic checks serde cannot express.
+    fn validate(&self) -> Result<(), String> {
+        if self.max_command_bytes == 0 {
+            return Err("max_command_bytes must be at least 1".into());
+        }
+        if self.limits.timeout_ms == 0 {
+            return Err("limits.timeout_ms must be at least 1".into());
+        }
+        for name in &self.commands.allow {
+            if name.is_empty() || (name.contains('/') && !name.starts_with('/')) {
+                return Err(format!(
+                    "commands.allow entry {name:?} must be a bare program name or an absolute path"
+                ));
+            }
+        }
+        for dir in &self.commands.search_path {
+            if !dir.is_absolute() {
+                return Err(format!(
+                    "commands.search_path entry {:?} must be an absolute directory",
+                    dir
+                ));
+            }
+        }
+        for name in self.env.pass.iter().chain(self.env.set.keys()) {
+            if !crate::lex::is_identifier(name) {
+                return Err(format!("env name {name:?} is not a valid variable name"));
+            }
+        }
+        // PATH, HOME and TMPDIR may be listed (they are pinned, never passed).
+        for name in self
+            .env
+            .pass
+            .iter()
+            .filter(|n| !crate::check::env::PINNED.contains(&n.as_str()))
+        {
+            if let Some(why) = crate::check::env::dangerous(name) {
+                return Err(format!(
+                    "env.pass must not pass {name}: {why}; set a fixed value in env.set if it is really needed"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render policy: {e}\n"))
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses_and_allows_inspection_set() {
+        let p = Policy::embedded();
+        for c in ["ls", "cat", "grep", "find", "echo", "true", "false", "du"] {
+            assert!(p.commands.allow.iter().any(|a| a == c), "{c} missing");
+        }
+        assert!(!p.commands.allow.iter().any(|a| a == "sh" || a == "bash"));
+    }
+
+    #[test]
+    fn example_parses() {
+        Policy::parse(EXAMPLE_POLICY, Source::Embedded).unwrap();
+    }
+
+    #[test]
+    fn unknown_key_has_line_and_column() {
+        let e = Policy::parse("[commands]\nallow = []\nalow = 1\n", Source::Embedded).unwrap_err();
+        assert_eq!(e.position, Some((3, 1)));
+        assert!(e.message.contains("alow"), "{}", e.message);
+    }
+
+    #[test]
+    fn syntax_error_has_position() {
+        let e = Policy::parse("trust = \n", Source::Embedded).unwrap_err();
+        assert_eq!(e.position.map(|p| p.0), Some(1));
+    }
+
+    #[test]
+    fn dangerous_pass_is_refused() {
+        let e = Policy::parse("[env]\npass = [\"LD_PRELOAD\"]\n", Source::Embedded).unwrap_err();
+        assert!(e.message.contains("LD_PRELOAD"));
+    }
+
+    #[test]
+    fn relative_allow_entry_is_refused() {
+        assert!(Policy::parse("[commands]\nallow = [\"./ls\"]\n", Source::Embedded).is_err());
+    }
+}
