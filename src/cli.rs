@@ -216,6 +216,7 @@ fn cmd_run(a: RunArgs) -> i32 {
         color: a.color,
         workspace: a.workspace.clone(),
         keep: a.keep,
+        cancel: None,
     };
     let r = if a.events {
         let mut sink = EventSink::new(&req, encoding);

@@ -24,6 +24,9 @@ pub struct RunOptions {
     pub workspace: Option<PathBuf>,
     /// Keep a fresh workspace after the run.
     pub keep: bool,
+    /// An fd the caller owns; readable means "stop this run" (MCP
+    /// cancellation, job kill). The run ends as `interrupted` by SIGTERM.
+    pub cancel: Option<std::os::fd::RawFd>,
 }
 
 impl Default for RunOptions {
@@ -34,6 +37,7 @@ impl Default for RunOptions {
             color: false,
             workspace: None,
             keep: false,
+            cancel: None,
         }
     }
 }
@@ -68,7 +72,15 @@ pub fn execute(
         Err(e) => return RunResult::failed(command, e),
     };
     let envp = plan.envp(ws.root());
-    let outcome = exec::run(&plan, &cwd, &envp, &mut confinement, sink, opts.capture);
+    let outcome = exec::run(
+        &plan,
+        &cwd,
+        &envp,
+        &mut confinement,
+        sink,
+        opts.capture,
+        opts.cancel,
+    );
 
     let mut r = RunResult::new(command, plan.argv.clone(), Status::Failed);
     r.cwd = Some(cwd.display().to_string());

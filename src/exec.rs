@@ -129,7 +129,9 @@ const MSG_STATUS: u8 = b'S';
 
 /// Runs a checked plan in `cwd` (absolute, inside the workspace) with
 /// environment `envp`, streaming output into `sink`. `capture` keeps the
-/// bounded head and tail of each stream for the RunResult.
+/// bounded head and tail of each stream for the RunResult. When `cancel`
+/// (an fd the caller owns) becomes readable, the run is stopped as if
+/// agent-rsh had received SIGTERM.
 pub fn run(
     plan: &Plan,
     cwd: &Path,
@@ -137,6 +139,7 @@ pub fn run(
     confinement: &mut Confinement,
     sink: &mut dyn Sink,
     capture: bool,
+    cancel: Option<RawFd>,
 ) -> io::Result<Outcome> {
     let ints = interrupts()?;
     let started = Instant::now();
@@ -300,6 +303,10 @@ pub fn run(
                 events: libc::POLLOUT,
                 revents: 0,
             },
+            pfd(
+                cancel.unwrap_or(-1),
+                !guardian_done && interrupted.is_none(),
+            ),
         ];
         // SAFETY: poll on a stack array of pollfds.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
@@ -317,6 +324,11 @@ pub fn run(
         }
         if fds[1].revents != 0 {
             err_open = pump.read(err_r.as_raw_fd(), Stream::Stderr, sink);
+        }
+        if fds[6].revents != 0 && !guardian_done && interrupted.is_none() {
+            interrupted = Some(libc::SIGTERM);
+            kill(guardian, libc::SIGTERM);
+            kill_at.get_or_insert(Instant::now() + plan.grace);
         }
         if fds[2].revents != 0 {
             let mut b = [0u8; 16];
