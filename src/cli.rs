@@ -48,7 +48,7 @@ struct CommandArgs {
     argv: bool,
     /// The command: one string (several words are joined with spaces, as
     /// ssh does), or argv words with --argv.
-    #[arg(required = true, num_args = 1.., value_name = "CMD", allow_hyphen_values = true)]
+    #[arg(required = true, num_args = 1.., value_name = "CMD", trailing_var_arg = true)]
     command: Vec<String>,
 }
 

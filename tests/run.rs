@@ -1,0 +1,582 @@
+//! End-to-end tests of `agent-rsh run` and `check`: the real binary, real
+//! processes, files and signals.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
+
+fn agent() -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("AGENT_RSH_POLICY");
+    c
+}
+
+/// A policy file in a temp dir that lives as long as the returned guard.
+struct TestPolicy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn policy(body: &str) -> TestPolicy {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, body).unwrap();
+    TestPolicy { _dir: dir, path }
+}
+
+/// Allows a shell and a few tools, for tests of the exec machinery itself.
+fn shell_policy() -> TestPolicy {
+    policy(
+        r#"
+[commands]
+allow = ["bash", "sleep", "setsid", "echo", "env", "cat", "grep", "head", "touch", "ls", "true"]
+"#,
+    )
+}
+
+fn json(out: &[u8]) -> Value {
+    serde_json::from_slice(out)
+        .unwrap_or_else(|e| panic!("bad JSON {e}: {}", String::from_utf8_lossy(out)))
+}
+
+/// `sleep` processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.starts_with("sleep ") && cmd.contains(needle) {
+                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+fn wait_until_gone(needle: &str) -> Vec<String> {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_with(needle);
+        if left.is_empty() || Instant::now() > until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn readme_first_command_lists_the_fresh_workspace() {
+    let out = agent().args(["run", "ls -la"]).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text.contains(" .\n") && text.contains(" ..\n"), "{text}");
+    assert_eq!(
+        text.lines().count(),
+        3,
+        "a fresh workspace is empty: {text}"
+    );
+}
+
+#[test]
+fn echo_text_json_and_events() {
+    agent()
+        .args(["run", "echo hello"])
+        .assert()
+        .success()
+        .stdout("hello\n");
+
+    let out = agent()
+        .args(["run", "--json", "echo hello"])
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["schema"], "agent-rsh.run/1");
+    assert_eq!(r["status"], "exited");
+    assert_eq!(r["exitCode"], 0);
+    assert_eq!(r["stdout"], "hello\n");
+    assert_eq!(r["argv"], serde_json::json!(["echo", "hello"]));
+    assert!(r["durationMs"].is_u64());
+    assert!(r["confinement"].is_object());
+
+    let out = agent()
+        .args(["run", "--events", "echo hello"])
+        .assert()
+        .success();
+    let lines: Vec<Value> = out
+        .get_output()
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(json)
+        .collect();
+    assert_eq!(lines.first().unwrap()["type"], "start");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "output" && l["data"] == "hello\n")
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "exit");
+    assert_eq!(last["exitCode"], 0);
+}
+
+#[test]
+fn child_exit_code_and_signal_are_reported() {
+    let p = shell_policy();
+    let pol = p.path.to_str().unwrap();
+    agent()
+        .args(["run", "--policy", pol, "bash -c 'exit 7'"])
+        .assert()
+        .code(7);
+    let out = agent()
+        .args(["run", "--json", "--policy", pol, "bash -c 'kill -SEGV $$'"])
+        .assert()
+        .code(128 + 11);
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["status"], "signaled");
+    assert_eq!(r["signal"], 11);
+}
+
+#[test]
+fn refusals_name_rule_and_offset_and_run_nothing() {
+    let ws = tempfile::tempdir().unwrap();
+    let p = shell_policy();
+    let pol = p.path.to_str().unwrap();
+    let long = format!("touch {}", "a".repeat(9000));
+    let cases: &[(&str, &str, Option<u64>)] = &[
+        ("touch x; touch y", "lex.list", Some(7)),
+        ("touch x | wc", "lex.pipe", Some(8)),
+        ("touch $(id)", "lex.expansion", Some(6)),
+        ("touch `id`", "lex.expansion", Some(6)),
+        ("touch *", "lex.glob", Some(6)),
+        ("cat ~/.ssh/id_rsa", "lex.tilde", Some(4)),
+        ("FOO=1 touch x", "lex.assignment", Some(0)),
+        ("./touch x", "command.path", None),
+        ("/bin/sh -c 'touch x'", "command.path", None),
+        ("id", "command.not-allowed", None),
+        (&long, "lex.too-long", Some(8192)),
+        ("touch x\ntouch y", "lex.newline", Some(7)),
+    ];
+    for (cmd, rule, offset) in cases {
+        let out = agent()
+            .args(["run", "--json", "--policy", pol, "--workspace"])
+            .arg(ws.path())
+            .arg("--")
+            .arg(cmd)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(126), "{cmd:?}");
+        let r = json(&out.stdout);
+        assert_eq!(r["status"], "denied", "{cmd:?}");
+        assert_eq!(r["denial"]["rule"], *rule, "{cmd:?}");
+        if let Some(o) = offset {
+            assert_eq!(r["denial"]["offset"], *o, "{cmd:?}");
+        }
+        assert!(r["denial"]["hint"].as_str().is_some_and(|h| !h.is_empty()));
+    }
+    let left: Vec<_> = std::fs::read_dir(ws.path()).unwrap().collect();
+    assert!(left.is_empty(), "a refused command created files: {left:?}");
+
+    // Text mode: one line with the rule, one with the hint, on stderr.
+    agent()
+        .args(["run", "ls; id"])
+        .assert()
+        .code(126)
+        .stdout("")
+        .stderr(predicate::str::contains("lex.list").and(predicate::str::contains("hint:")));
+}
+
+#[test]
+fn quoted_metacharacters_are_literal() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("file"), "x\na|b;c\nab\n").unwrap();
+    agent()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg(r#"grep "a|b;c" file"#)
+        .assert()
+        .success()
+        .stdout("a|b;c\n");
+}
+
+#[test]
+fn argv_mode_takes_words_verbatim_with_the_same_checks() {
+    agent()
+        .args(["run", "--argv", "--", "echo", "a;b", "$HOME", "*"])
+        .assert()
+        .success()
+        .stdout("a;b $HOME *\n");
+    agent()
+        .args(["run", "--argv", "--json", "--", "echo", "a\nb"])
+        .assert()
+        .code(126)
+        .stdout(predicate::str::contains("lex.newline"));
+    agent()
+        .args(["run", "--argv", "--", "sh", "-c", "id"])
+        .assert()
+        .code(126);
+}
+
+#[test]
+fn deadline_kills_in_time_with_exit_124() {
+    let p = shell_policy();
+    let started = Instant::now();
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .args(["--timeout", "500", "--", "sleep", "10"])
+        .assert()
+        .code(124);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["status"], "timedOut");
+    assert_eq!(r["timedOut"], true);
+}
+
+#[test]
+fn deadline_escalates_to_sigkill_after_grace() {
+    let p = policy(
+        r#"
+[commands]
+allow = ["bash"]
+[limits]
+kill_grace_ms = 300
+"#,
+    );
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .args([
+            "--timeout",
+            "300",
+            "--",
+            "bash -c 'trap \"\" TERM; echo ready; while :; do :; done'",
+        ])
+        .assert()
+        .code(124);
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["stdout"], "ready\n");
+    assert_eq!(r["signal"], 9);
+}
+
+#[test]
+fn daemonized_grandchild_does_not_survive_the_run() {
+    let p = shell_policy();
+    let marker = "4242.125";
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg(format!(
+            "bash -c '(setsid sleep {marker} </dev/null >/dev/null 2>&1 &); (sleep {marker} &) ; echo started'"
+        ))
+        .assert()
+        .success()
+        .stdout("started\n");
+    assert_eq!(wait_until_gone(marker), Vec::<String>::new());
+}
+
+#[test]
+fn sigkill_of_agent_rsh_kills_the_tree() {
+    let p = shell_policy();
+    let marker = "4343.25";
+    let mut child = std::process::Command::new(BIN)
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg(format!(
+            "bash -c '(setsid sleep {marker} &); sleep {marker}'"
+        ))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while processes_with(marker).len() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_with(marker).len(), 2, "both sleeps started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(wait_until_gone(marker), Vec::<String>::new());
+}
+
+#[test]
+fn sigterm_to_agent_rsh_is_forwarded_and_reported_interrupted() {
+    let p = shell_policy();
+    let marker = "4444.5";
+    let child = std::process::Command::new(BIN)
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg(format!("sleep {marker}"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while processes_with(marker).len() < 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + 15));
+    let r = json(&out.stdout);
+    assert_eq!(r["status"], "interrupted");
+    assert_eq!(r["signal"], 15);
+    assert_eq!(wait_until_gone(marker), Vec::<String>::new());
+}
+
+#[test]
+fn one_gib_of_output_stays_bounded() {
+    let mut child = std::process::Command::new(BIN)
+        .env_remove("AGENT_RSH_POLICY")
+        .args(["run", "--json", "head -c 1073741824 /dev/zero"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut v).unwrap();
+        v
+    });
+    let mut status = 0;
+    // SAFETY: a zeroed rusage filled by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as i32;
+    // SAFETY: wait4 on our own child with valid out-pointers.
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    let out = reader.join().unwrap();
+    let r = json(&out);
+    assert_eq!(r["status"], "exited");
+    assert_eq!(r["stdoutBytes"], 1u64 << 30);
+    assert_eq!(r["truncated"], true);
+    let text = r["stdout"].as_str().unwrap();
+    assert!(text.starts_with('\0') && text.ends_with('\0'));
+    assert!(text.contains("bytes elided]"));
+    assert!(text.len() < 2 << 20, "capture is bounded: {}", text.len());
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 64, "peak RSS {peak_mib} MiB");
+}
+
+#[test]
+fn events_arrive_live() {
+    let p = shell_policy();
+    let mut child = std::process::Command::new(BIN)
+        .args(["run", "--events", "--policy"])
+        .arg(&p.path)
+        .arg("bash -c 'echo first; sleep 1; echo second'")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut arrivals = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["type"] == "output" {
+            arrivals.push((Instant::now(), v["data"].as_str().unwrap().to_string()));
+        }
+        if v["type"] == "exit" {
+            assert_eq!(v["exitCode"], 0);
+        }
+    }
+    child.wait().unwrap();
+    assert_eq!(arrivals.len(), 2, "{arrivals:?}");
+    assert_eq!(arrivals[0].1, "first\n");
+    let gap = arrivals[1].0 - arrivals[0].0;
+    assert!(
+        gap >= Duration::from_millis(500),
+        "first output was not live: {gap:?}"
+    );
+}
+
+#[test]
+fn cwd_and_env_escapes_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/", ws.path().join("root")).unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let run = |args: &[&str]| {
+        let out = agent()
+            .args(["run", "--json", "--workspace"])
+            .arg(ws.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), json(&out.stdout))
+    };
+    for (args, rule) in [
+        (&["--cwd", "../..", "pwd"][..], "cwd.escape"),
+        (&["--cwd", "/", "pwd"][..], "cwd.absolute"),
+        (&["--cwd", "root", "pwd"][..], "cwd.escape"),
+        (&["--env", "LD_PRELOAD=x", "pwd"][..], "env.dangerous"),
+        (&["--env", "BASH_ENV=x", "pwd"][..], "env.dangerous"),
+    ] {
+        let (code, r) = run(args);
+        assert_eq!(code, Some(126), "{args:?}");
+        assert_eq!(r["denial"]["rule"], rule, "{args:?}");
+    }
+    let (code, r) = run(&["--cwd", "sub", "pwd"]);
+    assert_eq!(code, Some(0));
+    let sub = ws.path().canonicalize().unwrap().join("sub");
+    assert_eq!(r["stdout"], format!("{}\n", sub.display()));
+}
+
+#[test]
+fn env_shows_only_passed_variables() {
+    let p = shell_policy();
+    let out = agent()
+        .env("AGENT_RSH_TEST_SECRET", "hunter2")
+        .env("LANG", "C.UTF-8")
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .args(["--env", "MINE=1", "--", "env"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(text.contains("LANG=C.UTF-8\n"), "{text}");
+    assert!(text.contains("MINE=1\n"));
+    assert!(text.contains("PAGER=cat\n"));
+    assert!(text.contains("PATH=/usr/local/bin:/usr/bin:/bin\n"));
+    let home = text.lines().find(|l| l.starts_with("HOME=")).unwrap();
+    assert!(
+        home.contains("/agent-rsh-"),
+        "HOME is the workspace: {home}"
+    );
+}
+
+#[test]
+fn bad_policies_fail_closed_with_position() {
+    let ws = tempfile::tempdir().unwrap();
+    let marker = ws.path().join("ran");
+    let cases = [
+        ("[commands]\nallow = [\"touch\"\n", Some(":2:")),
+        ("[commands]\nallow = [\"touch\"]\nalow = 1\n", Some(":3:1:")),
+        ("confinement = \"sometimes\"\n", Some(":1:")),
+    ];
+    for (body, pos) in cases {
+        let p = policy(body);
+        let out = agent()
+            .args(["run", "--policy"])
+            .arg(&p.path)
+            .arg("--")
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{body}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(p.path.to_str().unwrap()), "{err}");
+        if let Some(pos) = pos {
+            assert!(err.contains(pos), "{err}");
+        }
+    }
+    let out = agent()
+        .env("AGENT_RSH_POLICY", "/nonexistent/policy.toml")
+        .args(["run", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/policy.toml"));
+    assert!(
+        !Path::new(&marker).exists(),
+        "nothing may run under a bad policy"
+    );
+}
+
+#[test]
+fn timeout_can_shorten_but_not_extend() {
+    let p = policy("[commands]\nallow = [\"sleep\"]\n[limits]\ntimeout_ms = 300\n");
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .args(["--timeout", "100000", "--", "sleep", "5"])
+        .assert()
+        .code(124);
+    let r = json(&out.get_output().stdout);
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the policy maximum")
+    );
+}
+
+#[test]
+fn check_reports_without_running() {
+    let out = agent()
+        .args(["check", "--json", "ls -la"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["verdict"], "allow");
+    assert_eq!(v["argv"], serde_json::json!(["ls", "-la"]));
+    let out = agent()
+        .args(["check", "--json", "ls | wc"])
+        .assert()
+        .code(126);
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["verdict"], "deny");
+    assert_eq!(v["denial"]["rule"], "lex.pipe");
+    assert_eq!(v["denial"]["offset"], 3);
+}
+
+#[test]
+fn policy_subcommands() {
+    agent()
+        .args(["policy", "show"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"ls\"").and(predicate::str::contains("timeout_ms")));
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("p.toml");
+    agent().args(["policy", "init"]).arg(&f).assert().success();
+    agent().args(["policy", "check"]).arg(&f).assert().success();
+    agent().args(["policy", "init"]).arg(&f).assert().code(125);
+    agent().args(["run", "--bogus-flag", "ls"]).assert().code(2);
+}
+
+#[test]
+fn missing_program_is_127() {
+    let p = policy("[commands]\nallow = [\"no-such-program-xyz\"]\n");
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg("no-such-program-xyz")
+        .assert()
+        .code(127);
+}
+
+#[test]
+fn stdin_is_dev_null_unless_passed() {
+    let p = shell_policy();
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg("cat")
+        .write_stdin("secret input")
+        .assert()
+        .success()
+        .stdout("");
+    agent()
+        .args(["run", "--stdin", "--policy"])
+        .arg(&p.path)
+        .arg("cat")
+        .write_stdin("passed input")
+        .assert()
+        .success()
+        .stdout("passed input");
+}
