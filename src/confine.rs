@@ -100,11 +100,13 @@ impl Confinement {
         if l.address_space_bytes > 0 {
             rlimits.push((libc::RLIMIT_AS, l.address_space_bytes));
         }
-        let off = policy.confinement == ConfinementMode::Off;
         Ok(Confinement {
             rlimits,
             no_new_privs: true,
-            want_pid_namespace: !off,
+            // The PID namespace is what makes the tree kill exact, so it is
+            // wanted even with confinement off (which then tolerates its
+            // absence).
+            want_pid_namespace: true,
             report: Report {
                 mode: policy.confinement,
                 pid_namespace: false,
