@@ -582,3 +582,64 @@ fn stdin_is_dev_null_unless_passed() {
         .success()
         .stdout("passed input");
 }
+
+#[test]
+fn non_utf8_output_is_reported_or_base64() {
+    let out = agent()
+        .args(["run", "--json", r"printf 'a\377b'"])
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["stdout"], "a\u{fffd}b");
+    assert_eq!(r["stdoutEncoding"], "utf-8-lossy");
+    assert_eq!(r["stdoutBytes"], 3);
+
+    let out = agent()
+        .args(["run", "--json", "--base64", r"printf 'a\377b'"])
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["stdout"], "Yf9i");
+    assert_eq!(r["stdoutEncoding"], "base64");
+
+    let out = agent()
+        .args(["run", "--events", r"printf 'a\377b'"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(text.contains(r#""data_b64":"Yf9i""#), "{text}");
+}
+
+#[test]
+fn ansi_escapes_are_stripped_unless_color() {
+    let cmd = r"printf '\033[1;31mred\033[0m\n'";
+    let out = agent().args(["run", "--json", cmd]).assert().success();
+    assert_eq!(json(&out.get_output().stdout)["stdout"], "red\n");
+    let out = agent()
+        .args(["run", "--json", "--color", cmd])
+        .assert()
+        .success();
+    assert_eq!(
+        json(&out.get_output().stdout)["stdout"],
+        "\u{1b}[1;31mred\u{1b}[0m\n"
+    );
+}
+
+#[test]
+fn fresh_workspace_is_removed_unless_kept() {
+    let out = agent().args(["run", "--json", "pwd"]).assert().success();
+    let r = json(&out.get_output().stdout);
+    let ws = r["stdout"].as_str().unwrap().trim().to_string();
+    assert!(ws.starts_with("/tmp/agent-rsh-"), "{ws}");
+    assert!(!Path::new(&ws).exists(), "workspace {ws} was left behind");
+
+    let out = agent()
+        .args(["run", "--json", "--keep", "pwd"])
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    let kept = r["workspace"].as_str().unwrap().to_string();
+    assert_eq!(r["stdout"].as_str().unwrap().trim(), kept);
+    assert!(Path::new(&kept).is_dir());
+    std::fs::remove_dir_all(&kept).unwrap();
+}
