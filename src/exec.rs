@@ -125,6 +125,24 @@ struct ChildSpec {
 }
 
 const MSG_PID: u8 = b'P';
+
+/// Signals whose disposition the command gets reset to default.
+const RESET_SIGNALS: [i32; 14] = [
+    libc::SIGPIPE,
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGCHLD,
+    libc::SIGALRM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGXFSZ,
+    libc::SIGXCPU,
+];
 const MSG_STATUS: u8 = b'S';
 
 /// Runs a checked plan in `cwd` (absolute, inside the workspace) with
@@ -708,10 +726,12 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
     unsafe {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
-        for sig in 1..libc::SIGRTMIN() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
+        // execve resets handled signals; only ignored ones survive it.
+        // agent-rsh ignores SIGPIPE (Rust's runtime does), and a caller
+        // such as nohup or a non-interactive `&` may have left others
+        // ignored: the command starts with default dispositions.
+        for sig in RESET_SIGNALS {
+            libc::signal(sig, libc::SIG_DFL);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         if spec.new_pgrp {
