@@ -643,3 +643,19 @@ fn fresh_workspace_is_removed_unless_kept() {
     assert!(Path::new(&kept).is_dir());
     std::fs::remove_dir_all(&kept).unwrap();
 }
+
+#[test]
+fn command_starts_with_default_sigpipe() {
+    // agent-rsh itself ignores SIGPIPE; the command must not inherit that,
+    // or `yes` would report a broken pipe instead of dying quietly.
+    let p = policy("[commands]\nallow = [\"bash\", \"yes\", \"head\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("bash -c 'yes | head -n 1; echo \"${PIPESTATUS[0]}\"'")
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    assert_eq!(r["stdout"], "y\n141\n");
+    assert_eq!(r["stderr"], "");
+}
