@@ -1,0 +1,219 @@
+//! The Landlock rule set of a run, built in the parent before fork.
+//!
+//! EXECUTE is granted only to the resolved program, its ELF loader and the
+//! policy's `scopes.exec`; READ to the read scopes, the workspace and those
+//! programs; WRITE, create and remove only in the workspace, the write
+//! scopes and /dev/null. No other executable is readable, so the loader
+//! cannot be used to map a shell either. `/proc/self` is added in the child
+//! (a rule opened here would name agent-rsh, not the command).
+
+use ::landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
+};
+use serde::Serialize;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The newest ABI this code knows; the crate trims it to the kernel's.
+const TARGET: ABI = ABI::V9;
+
+/// What the rule set restricts, for the RunResult.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LandlockReport {
+    pub enforced: bool,
+    /// The kernel's Landlock ABI (0: none).
+    pub abi: u32,
+    /// Restricted: "filesystem", "tcp-bind-connect", "abstract-unix-socket",
+    /// "signal", "pathname-unix-socket".
+    pub restricts: Vec<&'static str>,
+    pub execute: Vec<String>,
+    pub read: Vec<String>,
+    pub write: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A created rule set: its fd (applied in the child) and its report.
+pub struct Built {
+    pub fd: OwnedFd,
+    pub report: LandlockReport,
+}
+
+/// What a run needs from the rule set.
+pub struct Inputs<'a> {
+    pub program: &'a Path,
+    pub workspace: &'a Path,
+    pub read: &'a [PathBuf],
+    pub write: &'a [PathBuf],
+    pub exec: &'a [PathBuf],
+    pub network_allowed: bool,
+    pub tty: bool,
+}
+
+fn exec_rights() -> BitFlags<AccessFs> {
+    AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+fn read_rights() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+/// Everything but EXECUTE and device creation (a device node made in the
+/// workspace would reach the raw disk).
+fn write_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_all(TARGET) & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// Rights the child adds for /proc/self: READ_FILE | READ_DIR.
+pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
+
+/// Builds the rule set for `abi` (> 0). Paths that do not exist are skipped.
+pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot build the Landlock rule set: {e}");
+    let mut rs = Ruleset::default()
+        .handle_access(AccessFs::from_all(TARGET))
+        .map_err(|e| err(&e))?;
+    let net = !inp.network_allowed && abi >= 4;
+    if net {
+        rs = rs
+            .handle_access(AccessNet::from_all(TARGET))
+            .map_err(|e| err(&e))?;
+    }
+    if abi >= 6 {
+        rs = rs.scope(Scope::from_all(TARGET)).map_err(|e| err(&e))?;
+    }
+    let mut created = rs.create().map_err(|e| err(&e))?;
+    let mut report = LandlockReport {
+        enforced: true,
+        abi,
+        ..Default::default()
+    };
+    report.restricts.push("filesystem");
+    if net {
+        report.restricts.push("tcp-bind-connect");
+    }
+    if abi >= 6 {
+        report.restricts.push("abstract-unix-socket");
+        report.restricts.push("signal");
+    }
+    if abi >= 9 {
+        report.restricts.push("pathname-unix-socket");
+    }
+
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>, u8)> = Vec::new();
+    const X: u8 = 0;
+    const R: u8 = 1;
+    const W: u8 = 2;
+    let program = inp.program.to_path_buf();
+    rules.push((program.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+    let mut loaders = Vec::new();
+    if let Some(l) = elf_interpreter(&program) {
+        loaders.push(l);
+    }
+    for p in inp.exec {
+        if let Some(l) = elf_interpreter(p)
+            && !loaders.contains(&l)
+        {
+            loaders.push(l);
+        }
+    }
+    for l in loaders {
+        rules.push((l, AccessFs::Execute | AccessFs::ReadFile, X));
+    }
+    for p in inp.exec {
+        rules.push((p.clone(), exec_rights(), X));
+    }
+    for p in inp.read {
+        rules.push((p.clone(), read_rights(), R));
+    }
+    rules.push((inp.workspace.to_path_buf(), write_rights(), W));
+    for p in inp.write {
+        rules.push((p.clone(), write_rights(), W));
+    }
+    rules.push((
+        "/dev/null".into(),
+        AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
+        W,
+    ));
+    for dev in ["/dev/zero", "/dev/urandom", "/dev/random"] {
+        rules.push((dev.into(), AccessFs::ReadFile.into(), R));
+    }
+    if inp.tty {
+        // The caller's own terminal, for programs that reopen it (less,
+        // password prompts); TIOCSTI is refused by seccomp.
+        rules.push((
+            "/dev/tty".into(),
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+            W,
+        ));
+    }
+    for (path, access, kind) in rules {
+        let fd = match PathFd::new(&path) {
+            Ok(fd) => fd,
+            // A scope that does not exist here grants nothing.
+            Err(_) => continue,
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| err(&e))?;
+        let shown = path.display().to_string();
+        match kind {
+            X => report.execute.push(shown),
+            R => report.read.push(shown),
+            _ => report.write.push(shown),
+        }
+    }
+    report.read.push("/proc/self".into());
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
+    Ok(Built { fd, report })
+}
+
+/// The PT_INTERP of an ELF file (its dynamic loader), if any.
+pub fn elf_interpreter(path: &Path) -> Option<PathBuf> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut h = [0u8; 64];
+    f.read_exact_at(&mut h, 0).ok()?;
+    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        return None;
+    }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as u64;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let phoff = u64_at(&h, 0x20);
+    let phentsize = u16_at(&h, 0x36);
+    let phnum = u16_at(&h, 0x38).min(64);
+    if phentsize < 56 {
+        return None;
+    }
+    let mut ph = [0u8; 56];
+    for i in 0..phnum {
+        f.read_exact_at(&mut ph, phoff + i * phentsize).ok()?;
+        if u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == 3 {
+            let off = u64_at(&ph, 8);
+            let size = u64_at(&ph, 32).min(4096) as usize;
+            let mut s = vec![0u8; size];
+            f.read_exact_at(&mut s, off).ok()?;
+            let end = s.iter().position(|&b| b == 0).unwrap_or(size);
+            let p = PathBuf::from(std::ffi::OsStr::from_bytes(&s[..end]));
+            return p.is_absolute().then_some(p);
+        }
+    }
+    None
+}
+
+/// The `#!` interpreter of a script, if the file is one.
+pub fn script_interpreter(path: &Path) -> Option<PathBuf> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut b = [0u8; 256];
+    let n = f.read_at(&mut b, 0).ok()?;
+    let line = b[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
+    let word = line
+        .split(|c| *c == b' ' || *c == b'\t')
+        .find(|w| !w.is_empty())?;
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(word)))
+}
