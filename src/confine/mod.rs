@@ -194,8 +194,10 @@ impl Confinement {
             missing(mode, &mut warnings, "Landlock", &why)?;
             landlock_report.reason = Some(why);
         } else {
+            let allowed = ruleset::allowed_programs(policy);
             let inputs = ruleset::Inputs {
                 program: &plan.program,
+                allowed: &allowed,
                 workspace,
                 read: &policy.scopes.read,
                 write: &policy.scopes.write,
@@ -257,7 +259,10 @@ impl Confinement {
             landlock,
             drop_caps: !off,
             seccomp,
-            want_pid_namespace: !off,
+            // The PID namespace is what makes the tree kill exact, so it is
+            // wanted even with confinement off (which then tolerates its
+            // absence).
+            want_pid_namespace: true,
             want_net_namespace,
             warnings,
             report: Report {
@@ -479,9 +484,8 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
         || stderr.contains("Cannot assign requested address");
     let mut hints = Vec::new();
     if eacces && report.landlock.enforced {
-        let exec = report.landlock.execute.join(", ");
         hints.push(format!(
-            "\"Permission denied\" inside the run is most likely Landlock: only {exec} may be executed, files may be read only under the read scopes, the workspace and those programs, and written only in the workspace, the write scopes and /dev/null{} (widen scopes.read, scopes.write or scopes.exec in the policy if the command really needs more)",
+            "\"Permission denied\" inside the run is most likely Landlock: only the allowlisted programs and scopes.exec may be executed, files may be read only under the read scopes, the workspace and those programs, and written only in the workspace, the write scopes and /dev/null{} (widen scopes.read, scopes.write or scopes.exec in the policy if the command really needs more)",
             if report.landlock.restricts.contains(&"tcp-bind-connect") {
                 "; TCP bind and connect are refused (network = \"none\")"
             } else {

@@ -1,8 +1,8 @@
 //! The Landlock rule set of a run, built in the parent before fork.
 //!
-//! EXECUTE is granted only to the resolved program, its ELF loader and the
-//! policy's `scopes.exec`; READ to the read scopes, the workspace and those
-//! programs; WRITE, create and remove only in the workspace, the write
+//! EXECUTE is granted only to the allowlisted programs (resolved as the
+//! check resolves a first word), their ELF loaders and the policy's
+//! `scopes.exec`; READ to the read scopes, the workspace and those programs; WRITE, create and remove only in the workspace, the write
 //! scopes and /dev/null. No other executable is readable, so the loader
 //! cannot be used to map a shell either. `/proc/self` is added in the child
 //! (a rule opened here would name agent-rsh, not the command).
@@ -16,6 +16,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// The newest ABI this code knows; the crate trims it to the kernel's.
 const TARGET: ABI = ABI::V9;
@@ -46,6 +47,9 @@ pub struct Built {
 /// What a run needs from the rule set.
 pub struct Inputs<'a> {
     pub program: &'a Path,
+    /// Every allowlisted program, resolved as the check resolves the first
+    /// word, and their ELF loaders.
+    pub allowed: &'a Programs,
     pub workspace: &'a Path,
     pub read: &'a [PathBuf],
     pub write: &'a [PathBuf],
@@ -109,18 +113,19 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
     const R: u8 = 1;
     const W: u8 = 2;
     let program = inp.program.to_path_buf();
-    rules.push((program.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
-    let mut loaders = Vec::new();
-    if let Some(l) = elf_interpreter(&program) {
-        loaders.push(l);
+    let mut loaders = inp.allowed.loaders.clone();
+    if !inp.allowed.programs.contains(&program) {
+        rules.push((program.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+        loaders.extend(elf_interpreter(&program));
+    }
+    for p in &inp.allowed.programs {
+        rules.push((p.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
     }
     for p in inp.exec {
-        if let Some(l) = elf_interpreter(p)
-            && !loaders.contains(&l)
-        {
-            loaders.push(l);
-        }
+        loaders.extend(elf_interpreter(p));
     }
+    loaders.sort();
+    loaders.dedup();
     for l in loaders {
         rules.push((l, AccessFs::Execute | AccessFs::ReadFile, X));
     }
@@ -171,6 +176,47 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
     Ok(Built { fd, report })
+}
+
+/// The allowlist resolved to canonical programs, with their loaders.
+#[derive(Debug, Default)]
+pub struct Programs {
+    pub programs: Vec<PathBuf>,
+    pub loaders: Vec<PathBuf>,
+}
+
+/// Resolves the allowlist once per process and policy: a server that runs
+/// many commands under one policy pays the lookups once. Paths are reopened
+/// for every run, so a program replaced on disk is still the one granted.
+pub fn allowed_programs(policy: &crate::policy::Policy) -> Arc<Programs> {
+    static CACHE: Mutex<Option<(String, Arc<Programs>)>> = Mutex::new(None);
+    let key = format!(
+        "{:?}{:?}{:?}{:?}",
+        policy.commands.allow,
+        policy.commands.search_path,
+        policy.scopes.write,
+        policy.workspace.parent
+    );
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, p)) = cache.as_ref()
+        && *k == key
+    {
+        return p.clone();
+    }
+    let mut p = Programs::default();
+    for name in &policy.commands.allow {
+        if let Ok(path) = crate::check::resolve(policy, name)
+            && !p.programs.contains(&path)
+        {
+            p.loaders.extend(elf_interpreter(&path));
+            p.programs.push(path);
+        }
+    }
+    p.loaders.sort();
+    p.loaders.dedup();
+    let p = Arc::new(p);
+    *cache = Some((key, p.clone()));
+    p
 }
 
 /// The PT_INTERP of an ELF file (its dynamic loader), if any.
