@@ -74,10 +74,15 @@ fn main() {
     run(&on);
     run(&on_netns);
     println!("per-run wall time of `true`, median of {n} paired runs");
-    for (label, cfg) in [
-        ("engine, confinement on (no netns)", &on),
-        ("engine, confinement on + network namespace", &on_netns),
-    ] {
+    let configs = if std::env::var_os("PREPARE_ONLY").is_some() {
+        Vec::new()
+    } else {
+        vec![
+            ("engine, confinement on (no netns)", &on),
+            ("engine, confinement on + network namespace", &on_netns),
+        ]
+    };
+    for (label, cfg) in configs {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..n {
             a.push(run(&off));
@@ -100,6 +105,27 @@ fn main() {
         "  of which Confinement::prepare (rule set, filter): {:.1} us",
         t.elapsed().as_secs_f64() * 1e6 / n as f64
     );
+    let default = Policy::embedded();
+    let ls = Request {
+        command: CommandInput::Line("ls".into()),
+        ..req.clone()
+    };
+    let plan = agent_rsh::check::check(&default, &ls).expect("ls is allowed");
+    let t = Instant::now();
+    for _ in 0..n {
+        let c =
+            agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path()).expect("prepare");
+        drop(c);
+    }
+    println!(
+        "  Confinement::prepare, embedded default policy ({} programs): {:.1} us",
+        default.commands.allow.len(),
+        t.elapsed().as_secs_f64() * 1e6 / n as f64
+    );
+    if std::env::var_os("PREPARE_ONLY").is_some() {
+        // For profiling the parent's share alone.
+        return;
+    }
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..n {
         a.push(agent_rsh::confine::probe::try_namespaces(0).1);

@@ -275,6 +275,8 @@ fn child_has_no_new_privs_and_a_seccomp_filter() {
     let out = s(&r, "stdout");
     assert!(out.contains("NoNewPrivs:\t1"), "{out}");
     assert!(out.contains("Seccomp:\t2"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapPrm:\t0000000000000000"), "{out}");
     assert_eq!(r["confinement"]["seccomp"]["enforced"], true, "{r}");
 }
 

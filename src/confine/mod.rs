@@ -410,25 +410,13 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
     Ok(())
 }
 
-/// Empties the bounding set (where permitted) and the thread's capability
-/// sets, so a run started by root cannot use root's privileges.
+/// Empties the thread's capability sets, so a run started by root cannot
+/// use root's privileges. The bounding set is left alone: with no_new_privs
+/// an exec can never gain capabilities the process does not hold, so
+/// emptying the permitted set is final (and saves some 40 calls per run).
 fn drop_capabilities() -> Result<(), i32> {
     // SAFETY: prctl and capset with stack values.
     unsafe {
-        if libc::prctl(libc::PR_CAPBSET_READ, 0, 0, 0, 0) >= 0 {
-            for cap in 0..64 {
-                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                    match errno() {
-                        // Past the last capability this kernel knows.
-                        libc::EINVAL => break,
-                        // Without CAP_SETPCAP the bounding set is not ours
-                        // to change; the sets below still empty.
-                        libc::EPERM => break,
-                        e => return Err(e),
-                    }
-                }
-            }
-        }
         libc::prctl(
             libc::PR_CAP_AMBIENT,
             libc::PR_CAP_AMBIENT_CLEAR_ALL,

@@ -7,16 +7,16 @@
 //! cannot be used to map a shell either. `/proc/self` is added in the child
 //! (a rule opened here would name agent-rsh, not the command).
 
-use ::landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope,
-};
+use ::landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};
 use serde::Serialize;
-use std::os::fd::OwnedFd;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The newest ABI this code knows; the crate trims it to the kernel's.
 const TARGET: ABI = ABI::V9;
@@ -90,7 +90,10 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
     if abi >= 6 {
         rs = rs.scope(Scope::from_all(TARGET)).map_err(|e| err(&e))?;
     }
-    let mut created = rs.create().map_err(|e| err(&e))?;
+    let created = rs.create().map_err(|e| err(&e))?;
+    let ruleset: Option<OwnedFd> = created.into();
+    let ruleset = ruleset.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
+    let ruleset_fd = ruleset.as_raw_fd();
     let mut report = LandlockReport {
         enforced: true,
         abi,
@@ -156,15 +159,34 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
             W,
         ));
     }
+    refresh_path_fds(rules.iter().map(|r| &r.0).filter(|p| **p != inp.workspace));
+    let handled = handled_fs(abi);
+    let file_only = AccessFs::from_file(TARGET).bits();
+    let mut guard = PATH_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
+    let workspace = inp.workspace.to_path_buf();
     for (path, access, kind) in rules {
-        let fd = match PathFd::new(&path) {
-            Ok(fd) => fd,
-            // A scope that does not exist here grants nothing.
-            Err(_) => continue,
+        // The workspace is new for every run: not worth keeping open.
+        let once;
+        let (fd, is_dir) = if path == workspace {
+            once = open_path(&path).ok_or_else(|| {
+                format!(
+                    "cannot open the workspace {} for its Landlock rule",
+                    path.display()
+                )
+            })?;
+            (once.0.as_raw_fd(), true)
+        } else {
+            match cache.get(&path) {
+                Some(e) => (e.fd.as_raw_fd(), e.is_dir),
+                None => continue,
+            }
         };
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| err(&e))?;
+        let mut bits = access.bits() & handled;
+        if !is_dir {
+            bits &= file_only;
+        }
+        add_rule(ruleset_fd, fd, bits).map_err(|e| err(&e))?;
         let shown = path.display().to_string();
         match kind {
             X => report.execute.push(shown),
@@ -173,9 +195,135 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
         }
     }
     report.read.push("/proc/self".into());
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
-    Ok(Built { fd, report })
+    Ok(Built {
+        fd: ruleset,
+        report,
+    })
+}
+
+/// An O_PATH fd kept open for a path a rule names, with what it was
+/// opened on; reused by later runs in the same process while the path
+/// still names the same file.
+struct PathEntry {
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+    is_dir: bool,
+    checked: Instant,
+}
+
+/// How long a cached fd is trusted before its path is checked again. A
+/// program replaced within this window is refused, not wrongly allowed:
+/// the stale rule names the old file.
+const RECHECK: Duration = Duration::from_secs(1);
+
+static PATH_FDS: Mutex<Option<HashMap<PathBuf, PathEntry>>> = Mutex::new(None);
+
+/// Makes `PATH_FDS` hold a current fd for each path that exists: nothing
+/// for a path checked within `RECHECK`, one stat for an older one, an open
+/// and an fstat for a new or replaced one.
+fn refresh_path_fds<'a>(paths: impl Iterator<Item = &'a PathBuf>) {
+    let mut guard = PATH_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    for path in paths {
+        if let Some(e) = cache.get_mut(path) {
+            if now.duration_since(e.checked) < RECHECK {
+                continue;
+            }
+            match std::fs::metadata(path) {
+                Ok(m) if m.dev() == e.dev && m.ino() == e.ino => {
+                    e.checked = now;
+                    continue;
+                }
+                _ => {
+                    cache.remove(path);
+                }
+            }
+        }
+        let Some((fd, m)) = open_path(path) else {
+            continue;
+        };
+        cache.insert(
+            path.clone(),
+            PathEntry {
+                fd,
+                dev: m.st_dev,
+                ino: m.st_ino,
+                is_dir: m.st_mode & libc::S_IFMT == libc::S_IFDIR,
+                checked: now,
+            },
+        );
+    }
+}
+
+/// An O_PATH fd on `path` (following symlinks, as exec and open do) and
+/// what it names.
+fn open_path(path: &Path) -> Option<(OwnedFd, libc::stat)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: open and fstat with a NUL-terminated path and a stack buffer.
+    unsafe {
+        let fd = libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd.as_raw_fd(), &mut st) != 0 {
+            return None;
+        }
+        Some((fd, st))
+    }
+}
+
+/// Filesystem rights a rule set created for `abi` handles.
+fn handled_fs(abi: u32) -> u64 {
+    let mut r = AccessFs::from_all(ABI::V1);
+    if abi >= 2 {
+        r |= AccessFs::Refer;
+    }
+    if abi >= 3 {
+        r |= AccessFs::Truncate;
+    }
+    if abi >= 5 {
+        r |= AccessFs::IoctlDev;
+    }
+    if abi >= 9 {
+        r |= AccessFs::ResolveUnix;
+    }
+    r.bits()
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) -> std::io::Result<()> {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
+    if access == 0 {
+        return Ok(());
+    }
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: parent,
+    };
+    // SAFETY: the kernel reads the packed attribute from a live stack value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The allowlist resolved to canonical programs, with their loaders.
