@@ -2,7 +2,6 @@
 //! effective policy would enforce.
 
 use super::{Confinement, probe};
-use crate::plan::{Plan, StdinMode};
 use crate::policy::{ConfinementMode, Policy};
 use crate::result::code;
 use serde_json::json;
@@ -26,22 +25,14 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
     // A run of agent-rsh itself in a scratch directory stands in for any
     // command: the layers do not depend on which program runs.
     let program = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
-    let plan = Plan {
-        command: String::new(),
-        argv: vec![String::new()],
-        program,
-        env: Vec::new(),
-        path_var: String::new(),
-        cwd: ".".into(),
-        timeout: Duration::from_millis(policy.limits.timeout_ms),
-        grace: Duration::from_millis(policy.limits.kill_grace_ms),
-        output_cap: 0,
-        strip_ansi: false,
-        stdin: StdinMode::Null,
-        warnings: Vec::new(),
-    };
     let scratch = std::env::temp_dir();
-    let prepared = Confinement::prepare(policy, &plan, &scratch);
+    let prepared = Confinement::prepare_for(
+        policy,
+        &program,
+        Duration::from_millis(policy.limits.timeout_ms),
+        false,
+        &scratch,
+    );
     let off = policy.confinement == ConfinementMode::Off;
     let pid_fail = !off && !pidns && policy.confinement == ConfinementMode::Required;
     let (would, problem) = match &prepared {

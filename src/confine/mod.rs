@@ -153,13 +153,31 @@ impl Confinement {
     /// Builds everything the child will apply. Fails (closed) when the
     /// policy requires a layer this kernel cannot provide.
     pub fn prepare(policy: &Policy, plan: &Plan, workspace: &Path) -> Result<Confinement, String> {
+        Confinement::prepare_for(
+            policy,
+            &plan.program,
+            plan.timeout,
+            plan.stdin == StdinMode::Inherit,
+            workspace,
+        )
+    }
+
+    /// `prepare` from the parts of a plan it uses: the program, the
+    /// deadline, whether stdin is the caller's terminal.
+    pub fn prepare_for(
+        policy: &Policy,
+        program: &Path,
+        timeout: std::time::Duration,
+        tty: bool,
+        workspace: &Path,
+    ) -> Result<Confinement, String> {
         let l = &policy.limits;
         let cpu = if l.cpu_seconds > 0 {
             l.cpu_seconds
         } else {
             // CPU time cannot exceed wall time per core; one extra second so
             // the deadline, not RLIMIT_CPU, is what normally ends a run.
-            plan.timeout.as_secs() * 2 + 1
+            timeout.as_secs() * 2 + 1
         };
         let mut rlimits = vec![
             (libc::RLIMIT_CPU, cpu),
@@ -196,24 +214,24 @@ impl Confinement {
         } else {
             let allowed = ruleset::allowed_programs(policy);
             let inputs = ruleset::Inputs {
-                program: &plan.program,
+                program,
                 allowed: &allowed,
                 workspace,
                 read: &policy.scopes.read,
                 write: &policy.scopes.write,
                 exec: &policy.scopes.exec,
                 network_allowed,
-                tty: plan.stdin == StdinMode::Inherit,
+                tty,
             };
             let built = ruleset::build(&inputs, kernel.landlock_abi)?;
             landlock = Some(built.fd);
             landlock_report = built.report;
-            if let Some(interp) = ruleset::script_interpreter(&plan.program)
+            if let Some(interp) = ruleset::script_interpreter(program)
                 && !policy.scopes.exec.iter().any(|e| interp.starts_with(e))
             {
                 warnings.push(format!(
                     "{} is a script run by {}, which this policy does not allow to execute; the kernel will refuse it (add {} to scopes.exec to allow that interpreter for the whole run)",
-                    plan.program.display(),
+                    program.display(),
                     interp.display(),
                     interp.display()
                 ));
