@@ -32,6 +32,14 @@ enum Cmd {
     /// Show, validate or create a policy.
     #[command(subcommand)]
     Policy(PolicyCmd),
+    /// Show which kernel confinement works here and what a run would enforce.
+    Doctor {
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        policy: PolicyArg,
+    },
 }
 
 #[derive(Args)]
@@ -147,6 +155,10 @@ pub fn main() -> i32 {
         Cmd::Run(a) => cmd_run(a),
         Cmd::Check(a) => cmd_check(a),
         Cmd::Policy(p) => cmd_policy(p),
+        Cmd::Doctor { json, policy } => match Policy::locate(policy.policy.as_deref()) {
+            Ok((p, source)) => crate::confine::doctor(&p, &source.to_string(), json),
+            Err(e) => report_policy_error(&e),
+        },
     }
 }
 

@@ -85,6 +85,7 @@ pub fn execute(
     let mut r = RunResult::new(command, plan.argv.clone(), Status::Failed);
     r.cwd = Some(cwd.display().to_string());
     r.warnings = plan.warnings.clone();
+    r.warnings.extend_from_slice(confinement.warnings());
     r.confinement = serde_json::to_value(confinement.report()).ok();
     if opts.keep || opts.workspace.is_some() {
         r.workspace = Some(ws.keep().display().to_string());
@@ -110,6 +111,10 @@ pub fn execute(
     r.warnings.extend(o.warnings);
     if let Some((stage, errno)) = o.exec_error {
         explain_exec_error(&mut r, stage, errno);
+    } else if let Some(hint) =
+        crate::confine::refusal_hint(confinement.report(), r.exit_code, &r.stderr)
+    {
+        r.warnings.push(hint);
     }
     r
 }

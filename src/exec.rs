@@ -228,8 +228,17 @@ pub fn run(
         mask,
     };
 
-    let guardian = spawn_guardian(&mut spec, confinement)?;
+    let guardian = match spawn_guardian(&mut spec, confinement) {
+        // A kernel that refuses the extra namespaces (netns) still gets a
+        // run: the seccomp socket filter holds without them.
+        Err(_) if confinement.give_up_extra_namespaces() => {
+            spec.pid_ns = confinement.want_pid_namespace;
+            spawn_guardian(&mut spec, confinement)?
+        }
+        r => r?,
+    };
     confinement.set_pid_namespace(spec.pid_ns);
+    confinement.set_extra_namespaces();
     drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
 
     // Exec errors arrive before anything else; EOF means exec succeeded.
@@ -579,11 +588,14 @@ fn spawn_guardian(spec: &mut ChildSpec, confinement: &Confinement) -> io::Result
 
 fn try_clone(spec: &mut ChildSpec, pid_ns: bool, confinement: &Confinement) -> libc::c_long {
     spec.pid_ns = pid_ns;
-    let r = raw_fork(if pid_ns {
-        libc::CLONE_NEWPID as libc::c_ulong
-    } else {
-        0
-    });
+    let r = raw_fork(
+        confinement.extra_clone_flags()
+            | if pid_ns {
+                libc::CLONE_NEWPID as libc::c_ulong
+            } else {
+                0
+            },
+    );
     if r == 0 {
         guardian_main(spec, confinement);
     }

@@ -27,6 +27,11 @@ pub struct Policy {
     pub confinement: ConfinementMode,
     /// Network access of the child.
     pub network: Network,
+    /// With `network = "none"`, also give the run its own network namespace
+    /// (no interfaces) where the kernel allows. Opt-in: creating one costs
+    /// about 1.5 ms per run on some kernels, and seccomp refuses non-UNIX
+    /// sockets either way.
+    pub network_namespace: bool,
     pub commands: Commands,
     pub env: EnvPolicy,
     pub limits: Limits,
@@ -217,6 +222,7 @@ impl Default for Policy {
             trust: Trust::default(),
             confinement: ConfinementMode::default(),
             network: Network::default(),
+            network_namespace: false,
             commands: Commands::default(),
             env: EnvPolicy::default(),
             limits: Limits::default(),

@@ -1,0 +1,193 @@
+//! `agent-rsh doctor`: what this kernel supports and what a run under the
+//! effective policy would enforce.
+
+use super::{Confinement, probe};
+use crate::policy::{ConfinementMode, Policy};
+use crate::result::code;
+use serde_json::json;
+use std::time::Duration;
+
+/// Prints the findings; exit 0 when a run would start, 125 when the policy
+/// would fail closed on this kernel.
+pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
+    let k = probe::kernel();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let (pidns, _) = probe::try_namespaces(libc::CLONE_NEWPID as libc::c_ulong);
+    let (netns, netns_cost) = if k.netns {
+        probe::try_namespaces((libc::CLONE_NEWPID | libc::CLONE_NEWNET) as libc::c_ulong)
+    } else {
+        (false, Duration::ZERO)
+    };
+    let (_, plain_cost) = probe::try_namespaces(libc::CLONE_NEWPID as libc::c_ulong);
+
+    // A run of agent-rsh itself in a scratch directory stands in for any
+    // command: the layers do not depend on which program runs.
+    let program = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+    let scratch = std::env::temp_dir();
+    let prepared = Confinement::prepare_for(
+        policy,
+        &program,
+        Duration::from_millis(policy.limits.timeout_ms),
+        false,
+        &scratch,
+    );
+    let off = policy.confinement == ConfinementMode::Off;
+    let pid_fail = !off && !pidns && policy.confinement == ConfinementMode::Required;
+    let (would, problem) = match &prepared {
+        Ok(c) => {
+            let mut r = serde_json::to_value(c.report()).unwrap_or_default();
+            r["pidNamespace"] = json!(!off && pidns);
+            r["networkNamespace"] = json!(c.extra_clone_flags() != 0 && netns);
+            if let Some(l) = r.get_mut("landlock") {
+                // The scratch stand-ins say nothing about a real run.
+                for key in ["execute", "read", "write"] {
+                    l.as_object_mut().map(|o| o.remove(key));
+                }
+            }
+            let problem = pid_fail.then(|| {
+                "a PID namespace is not available (run as root or allow unprivileged user namespaces); confinement = \"required\" refuses to run".to_string()
+            });
+            (Some(r), problem)
+        }
+        Err(e) => (None, Some(e.clone())),
+    };
+    let warnings: Vec<String> = prepared
+        .as_ref()
+        .map(|c| c.warnings().to_vec())
+        .unwrap_or_default();
+
+    if as_json {
+        let v = json!({
+            "schema": "agent-rsh.doctor/1",
+            "kernel": {
+                "release": release,
+                "landlockAbi": k.real_landlock_abi,
+                "seccompFilter": k.seccomp || k.simulated.contains(&"seccomp"),
+                "pidNamespace": pidns,
+                "networkNamespace": netns,
+                "networkNamespaceCostUs": netns.then(|| netns_cost.saturating_sub(plain_cost).as_micros() as u64),
+            },
+            "simulatedMissing": k.simulated,
+            "policy": {
+                "source": source,
+                "confinement": policy.confinement,
+                "network": policy.network,
+                "networkNamespace": policy.network_namespace,
+            },
+            "wouldEnforce": would,
+            "warnings": warnings,
+            "ok": problem.is_none(),
+            "problem": problem,
+        });
+        println!("{v}");
+    } else {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        println!("kernel {release}");
+        println!(
+            "  landlock:          {}",
+            match k.real_landlock_abi {
+                0 => "not available".to_string(),
+                n => format!(
+                    "ABI {n} (filesystem{}{}{})",
+                    if n >= 4 { ", TCP" } else { "" },
+                    if n >= 6 {
+                        ", abstract sockets, signals"
+                    } else {
+                        ""
+                    },
+                    if n >= 9 {
+                        ", pathname UNIX sockets"
+                    } else {
+                        ""
+                    }
+                ),
+            }
+        );
+        println!(
+            "  seccomp filter:    {}",
+            yes(k.seccomp || k.simulated.contains(&"seccomp"))
+        );
+        println!("  pid namespace:     {}", yes(pidns));
+        println!(
+            "  network namespace: {}{}",
+            yes(netns),
+            if netns {
+                format!(
+                    " (about {} us per run)",
+                    netns_cost.saturating_sub(plain_cost).as_micros()
+                )
+            } else {
+                String::new()
+            }
+        );
+        if !k.simulated.is_empty() {
+            println!(
+                "  simulated missing: {} ({})",
+                k.simulated.join(", "),
+                probe::SIMULATE_ENV
+            );
+        }
+        println!(
+            "policy {source}: confinement = {:?}, network = {:?}",
+            policy.confinement, policy.network
+        );
+        if let Ok(c) = prepared.as_ref() {
+            let r = c.report();
+            println!("a run would enforce:");
+            println!(
+                "  landlock:          {}",
+                if r.landlock.enforced {
+                    format!(
+                        "ABI {}: {}",
+                        r.landlock.abi,
+                        r.landlock.restricts.join(", ")
+                    )
+                } else {
+                    format!("no ({})", r.landlock.reason.as_deref().unwrap_or(""))
+                }
+            );
+            println!(
+                "  seccomp:           {}",
+                if r.seccomp.enforced {
+                    format!("yes, sockets: {}", r.seccomp.socket_families.join(", "))
+                } else {
+                    format!("no ({})", r.seccomp.reason.as_deref().unwrap_or(""))
+                }
+            );
+            println!("  pid namespace:     {}", yes(!off && pidns));
+            println!(
+                "  network namespace: {}",
+                yes(c.extra_clone_flags() != 0 && netns)
+            );
+            println!("  no_new_privs:      {}", yes(r.no_new_privs));
+            println!(
+                "  capabilities:      {}",
+                if r.capabilities_dropped {
+                    "dropped"
+                } else {
+                    "kept"
+                }
+            );
+            let l = &r.limits;
+            println!(
+                "  limits:            cpu {} s, files {} B, open files {}, processes {}, address space {}",
+                l.cpu_seconds,
+                l.file_size_bytes,
+                l.open_files,
+                l.processes,
+                l.address_space_bytes
+                    .map_or("unlimited".to_string(), |b| format!("{b} B"))
+            );
+        }
+        for w in &warnings {
+            println!("warning: {w}");
+        }
+        match &problem {
+            None => println!("verdict: runs can start"),
+            Some(p) => println!("verdict: runs fail closed: {p}"),
+        }
+    }
+    if problem.is_some() { code::FAILED } else { 0 }
+}

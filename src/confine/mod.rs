@@ -1,0 +1,520 @@
+//! Kernel confinement of the child, prepared before fork and applied between
+//! fork and exec with raw system calls only.
+//!
+//! `Confinement::prepare` does everything that allocates or can fail slowly
+//! (the Landlock rule set, the seccomp program) in the parent;
+//! `apply_in_child` runs in the forked child and only makes system calls, so
+//! it is safe after fork in a process that may have other threads.
+//!
+//! Layers, in the order the child applies them: rlimits, no_new_privs,
+//! Landlock (files, TCP, abstract sockets, signals), capabilities dropped,
+//! seccomp (last: it also refuses calls the earlier steps need). The guardian
+//! adds a PID namespace and, with `network = "none"`, a network namespace.
+
+mod doctor;
+pub mod filter;
+pub mod probe;
+pub mod ruleset;
+
+pub use doctor::doctor;
+
+use crate::plan::{Plan, StdinMode};
+use crate::policy::{ConfinementMode, Network, Policy};
+use ruleset::LandlockReport;
+use seccompiler::sock_filter;
+use serde::Serialize;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// What was asked for and what the kernel enforced, for the RunResult.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub mode: ConfinementMode,
+    /// The child is PID 1's child in its own PID namespace: the whole tree
+    /// dies with the run.
+    pub pid_namespace: bool,
+    /// The run has its own network namespace (no interfaces but a down
+    /// loopback).
+    pub network_namespace: bool,
+    pub no_new_privs: bool,
+    pub landlock: LandlockReport,
+    pub seccomp: SeccompReport,
+    /// Every capability dropped from the effective, permitted, inheritable
+    /// and bounding sets (matters when agent-rsh runs as root).
+    pub capabilities_dropped: bool,
+    pub limits: LimitsReport,
+    /// Layers the simulation seam took away (tests only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub simulated_missing: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeccompReport {
+    pub enforced: bool,
+    /// Socket families the child may create.
+    pub socket_families: Vec<&'static str>,
+    pub denied: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitsReport {
+    pub cpu_seconds: u64,
+    pub address_space_bytes: Option<u64>,
+    pub file_size_bytes: u64,
+    pub open_files: u64,
+    pub processes: u64,
+    pub core_bytes: u64,
+}
+
+/// Where in the child's setup a failure happened; reported by the child to
+/// the parent over the exec-error pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Stage {
+    Stdio = 1,
+    Chdir = 2,
+    Rlimit = 3,
+    NoNewPrivs = 4,
+    Landlock = 5,
+    Capabilities = 6,
+    Seccomp = 7,
+    Exec = 9,
+}
+
+impl Stage {
+    pub fn from_u8(v: u8) -> Option<Stage> {
+        Some(match v {
+            1 => Stage::Stdio,
+            2 => Stage::Chdir,
+            3 => Stage::Rlimit,
+            4 => Stage::NoNewPrivs,
+            5 => Stage::Landlock,
+            6 => Stage::Capabilities,
+            7 => Stage::Seccomp,
+            9 => Stage::Exec,
+            _ => return None,
+        })
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::Stdio => "setting up standard streams",
+            Stage::Chdir => "entering the working directory",
+            Stage::Rlimit => "setting resource limits",
+            Stage::NoNewPrivs => "setting no_new_privs",
+            Stage::Landlock => "enforcing the Landlock rule set",
+            Stage::Capabilities => "dropping capabilities",
+            Stage::Seccomp => "installing the seccomp filter",
+            Stage::Exec => "executing the program",
+        }
+    }
+}
+
+/// A confinement ready to apply in a forked child.
+pub struct Confinement {
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    no_new_privs: bool,
+    landlock: Option<OwnedFd>,
+    drop_caps: bool,
+    seccomp: Option<&'static [sock_filter]>,
+    /// Ask exec for a PID namespace (the tree dies with its init).
+    pub want_pid_namespace: bool,
+    want_net_namespace: bool,
+    warnings: Vec<String>,
+    report: Report,
+}
+
+/// Fails closed under "required", records a warning under "best-effort".
+fn missing(
+    mode: ConfinementMode,
+    warnings: &mut Vec<String>,
+    what: &str,
+    why: &str,
+) -> Result<(), String> {
+    match mode {
+        ConfinementMode::Required => Err(format!(
+            "{what} is not available: {why}; confinement = \"required\" refuses to run without it (set confinement = \"best-effort\" in the policy to run with the layers this kernel has; `agent-rsh doctor` shows them)"
+        )),
+        _ => {
+            warnings.push(format!(
+                "{what} is not enforced: {why} (confinement = \"best-effort\")"
+            ));
+            Ok(())
+        }
+    }
+}
+
+impl Confinement {
+    /// Builds everything the child will apply. Fails (closed) when the
+    /// policy requires a layer this kernel cannot provide.
+    pub fn prepare(policy: &Policy, plan: &Plan, workspace: &Path) -> Result<Confinement, String> {
+        Confinement::prepare_for(
+            policy,
+            &plan.program,
+            plan.timeout,
+            plan.stdin == StdinMode::Inherit,
+            workspace,
+        )
+    }
+
+    /// `prepare` from the parts of a plan it uses: the program, the
+    /// deadline, whether stdin is the caller's terminal.
+    pub fn prepare_for(
+        policy: &Policy,
+        program: &Path,
+        timeout: std::time::Duration,
+        tty: bool,
+        workspace: &Path,
+    ) -> Result<Confinement, String> {
+        let l = &policy.limits;
+        let cpu = if l.cpu_seconds > 0 {
+            l.cpu_seconds
+        } else {
+            // CPU time cannot exceed wall time per core; one extra second so
+            // the deadline, not RLIMIT_CPU, is what normally ends a run.
+            timeout.as_secs() * 2 + 1
+        };
+        let mut rlimits = vec![
+            (libc::RLIMIT_CPU, cpu),
+            (libc::RLIMIT_FSIZE, l.file_size_bytes),
+            (libc::RLIMIT_NOFILE, l.open_files),
+            (libc::RLIMIT_NPROC, l.processes),
+            (libc::RLIMIT_CORE, 0),
+        ];
+        if l.address_space_bytes > 0 {
+            rlimits.push((libc::RLIMIT_AS, l.address_space_bytes));
+        }
+        let mode = policy.confinement;
+        let off = mode == ConfinementMode::Off;
+        let kernel = probe::kernel();
+        let network_allowed = policy.network == Network::Allow;
+        let mut warnings = Vec::new();
+
+        let mut landlock_report = LandlockReport {
+            abi: kernel.landlock_abi,
+            ..Default::default()
+        };
+        let mut landlock = None;
+        if off {
+            landlock_report.reason = Some("confinement = \"off\"".into());
+        } else if kernel.landlock_abi == 0 {
+            let why = if kernel.simulated.contains(&"landlock") {
+                format!("simulated by {}", probe::SIMULATE_ENV)
+            } else {
+                "this kernel has no Landlock (Linux 5.13+ with landlock in the lsm= boot list)"
+                    .to_string()
+            };
+            missing(mode, &mut warnings, "Landlock", &why)?;
+            landlock_report.reason = Some(why);
+        } else {
+            let allowed = ruleset::allowed_programs(policy);
+            let inputs = ruleset::Inputs {
+                program,
+                allowed: &allowed,
+                workspace,
+                read: &policy.scopes.read,
+                write: &policy.scopes.write,
+                exec: &policy.scopes.exec,
+                network_allowed,
+                tty,
+            };
+            let built = ruleset::build(&inputs, kernel.landlock_abi)?;
+            landlock = Some(built.fd);
+            landlock_report = built.report;
+            if let Some(interp) = ruleset::script_interpreter(program)
+                && !policy.scopes.exec.iter().any(|e| interp.starts_with(e))
+            {
+                warnings.push(format!(
+                    "{} is a script run by {}, which this policy does not allow to execute; the kernel will refuse it (add {} to scopes.exec to allow that interpreter for the whole run)",
+                    program.display(),
+                    interp.display(),
+                    interp.display()
+                ));
+            }
+        }
+
+        let mut seccomp_report = SeccompReport::default();
+        let mut seccomp = None;
+        if off {
+            seccomp_report.reason = Some("confinement = \"off\"".into());
+        } else if !kernel.seccomp {
+            let why = if kernel.simulated.contains(&"seccomp") {
+                format!("simulated by {}", probe::SIMULATE_ENV)
+            } else {
+                "this kernel has no seccomp filter mode".to_string()
+            };
+            missing(mode, &mut warnings, "seccomp", &why)?;
+            seccomp_report.reason = Some(why);
+        } else {
+            match filter::program(network_allowed) {
+                Ok(p) => {
+                    seccomp = Some(p);
+                    seccomp_report.enforced = true;
+                    seccomp_report.denied = filter::DENIED_GROUPS.to_vec();
+                    seccomp_report.socket_families = if network_allowed {
+                        vec!["unix", "inet", "inet6"]
+                    } else {
+                        vec!["unix"]
+                    };
+                }
+                Err(e) => {
+                    missing(mode, &mut warnings, "seccomp", &e)?;
+                    seccomp_report.reason = Some(e);
+                }
+            }
+        }
+
+        let want_net_namespace =
+            !off && !network_allowed && kernel.netns && policy.network_namespace;
+        Ok(Confinement {
+            rlimits,
+            no_new_privs: true,
+            landlock,
+            drop_caps: !off,
+            seccomp,
+            // The PID namespace is what makes the tree kill exact, so it is
+            // wanted even with confinement off (which then tolerates its
+            // absence).
+            want_pid_namespace: true,
+            want_net_namespace,
+            warnings,
+            report: Report {
+                mode,
+                pid_namespace: false,
+                network_namespace: false,
+                no_new_privs: true,
+                landlock: landlock_report,
+                seccomp: seccomp_report,
+                capabilities_dropped: !off,
+                limits: LimitsReport {
+                    cpu_seconds: cpu,
+                    address_space_bytes: (l.address_space_bytes > 0)
+                        .then_some(l.address_space_bytes),
+                    file_size_bytes: l.file_size_bytes,
+                    open_files: l.open_files,
+                    processes: l.processes,
+                    core_bytes: 0,
+                },
+                simulated_missing: kernel.simulated.clone(),
+            },
+        })
+    }
+
+    /// Records what exec obtained for the PID namespace.
+    pub fn set_pid_namespace(&mut self, on: bool) {
+        self.report.pid_namespace = on;
+    }
+
+    /// Namespace flags exec adds to the guardian's clone.
+    pub fn extra_clone_flags(&self) -> libc::c_ulong {
+        if self.want_net_namespace {
+            libc::CLONE_NEWNET as libc::c_ulong
+        } else {
+            0
+        }
+    }
+
+    /// The kernel refused the extra namespaces: run without them (the
+    /// seccomp socket filter still holds). Returns whether there was
+    /// anything to give up, i.e. whether a retry makes sense.
+    pub fn give_up_extra_namespaces(&mut self) -> bool {
+        std::mem::replace(&mut self.want_net_namespace, false)
+    }
+
+    /// Records that the guardian was created with `extra_clone_flags`.
+    pub fn set_extra_namespaces(&mut self) {
+        self.report.network_namespace = self.want_net_namespace;
+    }
+
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// Warnings about layers best-effort mode could not enforce.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// In the forked child, just before exec. Raw system calls only.
+    pub fn apply_in_child(&self) -> Result<(), (Stage, i32)> {
+        for &(res, val) in &self.rlimits {
+            let lim = libc::rlimit {
+                rlim_cur: val,
+                rlim_max: val,
+            };
+            // SAFETY: setrlimit with a valid pointer to a stack value.
+            if unsafe { libc::setrlimit(res, &lim) } != 0 {
+                return Err((Stage::Rlimit, errno()));
+            }
+        }
+        if self.no_new_privs {
+            // SAFETY: prctl with integer arguments.
+            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                return Err((Stage::NoNewPrivs, errno()));
+            }
+        }
+        if let Some(fd) = &self.landlock {
+            landlock_in_child(fd.as_raw_fd()).map_err(|e| (Stage::Landlock, e))?;
+        }
+        if self.drop_caps {
+            drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
+        }
+        if let Some(prog) = self.seccomp {
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_ptr() as *mut libc::sock_filter,
+            };
+            // SAFETY: the kernel copies the program from live memory.
+            if unsafe {
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &fprog as *const libc::sock_fprog,
+                    0,
+                    0,
+                )
+            } != 0
+            {
+                return Err((Stage::Seccomp, errno()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Adds the child's own /proc/self (opened here, so it names this process)
+/// and restricts the calling thread with the rule set.
+fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
+    // SAFETY: raw system calls on a NUL-terminated literal and a stack struct.
+    unsafe {
+        let proc_self = libc::open(
+            c"/proc/self".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if proc_self >= 0 {
+            let attr = PathBeneathAttr {
+                allowed_access: ruleset::PROC_SELF_ACCESS,
+                parent_fd: proc_self,
+            };
+            let r = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset,
+                LANDLOCK_RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            );
+            let e = errno();
+            libc::close(proc_self);
+            if r != 0 {
+                return Err(e);
+            }
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// Empties the thread's capability sets, so a run started by root cannot
+/// use root's privileges. The bounding set is left alone: with no_new_privs
+/// an exec can never gain capabilities the process does not hold, so
+/// emptying the permitted set is final (and saves some 40 calls per run).
+fn drop_capabilities() -> Result<(), i32> {
+    // SAFETY: prctl and capset with stack values.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+        let mut h = Header {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let d = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) != 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// A warning for a run that failed the way a kernel refusal looks, naming
+/// the layer that most likely refused; None when the run does not look so.
+pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Option<String> {
+    if exit_code == Some(0) {
+        return None;
+    }
+    let eacces = stderr.contains("Permission denied");
+    let eperm = stderr.contains("Operation not permitted");
+    let net = stderr.contains("Network is unreachable")
+        || stderr.contains("Address family not supported")
+        || stderr.contains("Cannot assign requested address");
+    let mut hints = Vec::new();
+    if eacces && report.landlock.enforced {
+        hints.push(format!(
+            "\"Permission denied\" inside the run is most likely Landlock: only the allowlisted programs and scopes.exec may be executed, files may be read only under the read scopes, the workspace and those programs, and written only in the workspace, the write scopes and /dev/null{} (widen scopes.read, scopes.write or scopes.exec in the policy if the command really needs more)",
+            if report.landlock.restricts.contains(&"tcp-bind-connect") {
+                "; TCP bind and connect are refused (network = \"none\")"
+            } else {
+                ""
+            }
+        ));
+    }
+    if eperm && report.seccomp.enforced {
+        hints.push(format!(
+            "\"Operation not permitted\" inside the run is most likely the seccomp filter (refused: {}; sockets: {} only) or dropped capabilities",
+            report.seccomp.denied.join("; "),
+            report.seccomp.socket_families.join(", ")
+        ));
+    }
+    if net && (report.network_namespace || report.seccomp.enforced) {
+        hints.push(
+            "the run has no network (network = \"none\" in the policy): no interfaces, only UNIX sockets"
+                .to_string(),
+        );
+    }
+    (!hints.is_empty()).then(|| hints.join("; "))
+}
+
+pub fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}

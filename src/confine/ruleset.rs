@@ -1,0 +1,413 @@
+//! The Landlock rule set of a run, built in the parent before fork.
+//!
+//! EXECUTE is granted only to the allowlisted programs (resolved as the
+//! check resolves a first word), their ELF loaders and the policy's
+//! `scopes.exec`; READ to the read scopes, the workspace and those programs; WRITE, create and remove only in the workspace, the write
+//! scopes and /dev/null. No other executable is readable, so the loader
+//! cannot be used to map a shell either. `/proc/self` is added in the child
+//! (a rule opened here would name agent-rsh, not the command).
+
+use ::landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The newest ABI this code knows; the crate trims it to the kernel's.
+const TARGET: ABI = ABI::V9;
+
+/// What the rule set restricts, for the RunResult.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LandlockReport {
+    pub enforced: bool,
+    /// The kernel's Landlock ABI (0: none).
+    pub abi: u32,
+    /// Restricted: "filesystem", "tcp-bind-connect", "abstract-unix-socket",
+    /// "signal", "pathname-unix-socket".
+    pub restricts: Vec<&'static str>,
+    pub execute: Vec<String>,
+    pub read: Vec<String>,
+    pub write: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A created rule set: its fd (applied in the child) and its report.
+pub struct Built {
+    pub fd: OwnedFd,
+    pub report: LandlockReport,
+}
+
+/// What a run needs from the rule set.
+pub struct Inputs<'a> {
+    pub program: &'a Path,
+    /// Every allowlisted program, resolved as the check resolves the first
+    /// word, and their ELF loaders.
+    pub allowed: &'a Programs,
+    pub workspace: &'a Path,
+    pub read: &'a [PathBuf],
+    pub write: &'a [PathBuf],
+    pub exec: &'a [PathBuf],
+    pub network_allowed: bool,
+    pub tty: bool,
+}
+
+fn exec_rights() -> BitFlags<AccessFs> {
+    AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+fn read_rights() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+/// Everything but EXECUTE and device creation (a device node made in the
+/// workspace would reach the raw disk).
+fn write_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_all(TARGET) & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// Rights the child adds for /proc/self: READ_FILE | READ_DIR.
+pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
+
+/// Builds the rule set for `abi` (> 0). Paths that do not exist are skipped.
+pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot build the Landlock rule set: {e}");
+    let mut rs = Ruleset::default()
+        .handle_access(AccessFs::from_all(TARGET))
+        .map_err(|e| err(&e))?;
+    let net = !inp.network_allowed && abi >= 4;
+    if net {
+        rs = rs
+            .handle_access(AccessNet::from_all(TARGET))
+            .map_err(|e| err(&e))?;
+    }
+    if abi >= 6 {
+        rs = rs.scope(Scope::from_all(TARGET)).map_err(|e| err(&e))?;
+    }
+    let created = rs.create().map_err(|e| err(&e))?;
+    let ruleset: Option<OwnedFd> = created.into();
+    let ruleset = ruleset.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
+    let ruleset_fd = ruleset.as_raw_fd();
+    let mut report = LandlockReport {
+        enforced: true,
+        abi,
+        ..Default::default()
+    };
+    report.restricts.push("filesystem");
+    if net {
+        report.restricts.push("tcp-bind-connect");
+    }
+    if abi >= 6 {
+        report.restricts.push("abstract-unix-socket");
+        report.restricts.push("signal");
+    }
+    if abi >= 9 {
+        report.restricts.push("pathname-unix-socket");
+    }
+
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>, u8)> = Vec::new();
+    const X: u8 = 0;
+    const R: u8 = 1;
+    const W: u8 = 2;
+    let program = inp.program.to_path_buf();
+    let mut loaders = inp.allowed.loaders.clone();
+    if !inp.allowed.programs.contains(&program) {
+        rules.push((program.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+        loaders.extend(elf_interpreter(&program));
+    }
+    for p in &inp.allowed.programs {
+        rules.push((p.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+    }
+    for p in inp.exec {
+        loaders.extend(elf_interpreter(p));
+    }
+    loaders.sort();
+    loaders.dedup();
+    for l in loaders {
+        rules.push((l, AccessFs::Execute | AccessFs::ReadFile, X));
+    }
+    for p in inp.exec {
+        rules.push((p.clone(), exec_rights(), X));
+    }
+    for p in inp.read {
+        rules.push((p.clone(), read_rights(), R));
+    }
+    rules.push((inp.workspace.to_path_buf(), write_rights(), W));
+    for p in inp.write {
+        rules.push((p.clone(), write_rights(), W));
+    }
+    rules.push((
+        "/dev/null".into(),
+        AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
+        W,
+    ));
+    for dev in ["/dev/zero", "/dev/urandom", "/dev/random"] {
+        rules.push((dev.into(), AccessFs::ReadFile.into(), R));
+    }
+    if inp.tty {
+        // The caller's own terminal, for programs that reopen it (less,
+        // password prompts); TIOCSTI is refused by seccomp.
+        rules.push((
+            "/dev/tty".into(),
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+            W,
+        ));
+    }
+    refresh_path_fds(rules.iter().map(|r| &r.0).filter(|p| **p != inp.workspace));
+    let handled = handled_fs(abi);
+    let file_only = AccessFs::from_file(TARGET).bits();
+    let mut guard = PATH_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
+    let workspace = inp.workspace.to_path_buf();
+    for (path, access, kind) in rules {
+        // The workspace is new for every run: not worth keeping open.
+        let once;
+        let (fd, is_dir) = if path == workspace {
+            once = open_path(&path).ok_or_else(|| {
+                format!(
+                    "cannot open the workspace {} for its Landlock rule",
+                    path.display()
+                )
+            })?;
+            (once.0.as_raw_fd(), true)
+        } else {
+            match cache.get(&path) {
+                Some(e) => (e.fd.as_raw_fd(), e.is_dir),
+                None => continue,
+            }
+        };
+        let mut bits = access.bits() & handled;
+        if !is_dir {
+            bits &= file_only;
+        }
+        add_rule(ruleset_fd, fd, bits).map_err(|e| err(&e))?;
+        let shown = path.display().to_string();
+        match kind {
+            X => report.execute.push(shown),
+            R => report.read.push(shown),
+            _ => report.write.push(shown),
+        }
+    }
+    report.read.push("/proc/self".into());
+    Ok(Built {
+        fd: ruleset,
+        report,
+    })
+}
+
+/// An O_PATH fd kept open for a path a rule names, with what it was
+/// opened on; reused by later runs in the same process while the path
+/// still names the same file.
+struct PathEntry {
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+    is_dir: bool,
+    checked: Instant,
+}
+
+/// How long a cached fd is trusted before its path is checked again. A
+/// program replaced within this window is refused, not wrongly allowed:
+/// the stale rule names the old file.
+const RECHECK: Duration = Duration::from_secs(1);
+
+static PATH_FDS: Mutex<Option<HashMap<PathBuf, PathEntry>>> = Mutex::new(None);
+
+/// Makes `PATH_FDS` hold a current fd for each path that exists: nothing
+/// for a path checked within `RECHECK`, one stat for an older one, an open
+/// and an fstat for a new or replaced one.
+fn refresh_path_fds<'a>(paths: impl Iterator<Item = &'a PathBuf>) {
+    let mut guard = PATH_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    for path in paths {
+        if let Some(e) = cache.get_mut(path) {
+            if now.duration_since(e.checked) < RECHECK {
+                continue;
+            }
+            match std::fs::metadata(path) {
+                Ok(m) if m.dev() == e.dev && m.ino() == e.ino => {
+                    e.checked = now;
+                    continue;
+                }
+                _ => {
+                    cache.remove(path);
+                }
+            }
+        }
+        let Some((fd, m)) = open_path(path) else {
+            continue;
+        };
+        cache.insert(
+            path.clone(),
+            PathEntry {
+                fd,
+                dev: m.st_dev,
+                ino: m.st_ino,
+                is_dir: m.st_mode & libc::S_IFMT == libc::S_IFDIR,
+                checked: now,
+            },
+        );
+    }
+}
+
+/// An O_PATH fd on `path` (following symlinks, as exec and open do) and
+/// what it names.
+fn open_path(path: &Path) -> Option<(OwnedFd, libc::stat)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: open and fstat with a NUL-terminated path and a stack buffer.
+    unsafe {
+        let fd = libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd.as_raw_fd(), &mut st) != 0 {
+            return None;
+        }
+        Some((fd, st))
+    }
+}
+
+/// Filesystem rights a rule set created for `abi` handles.
+fn handled_fs(abi: u32) -> u64 {
+    let mut r = AccessFs::from_all(ABI::V1);
+    if abi >= 2 {
+        r |= AccessFs::Refer;
+    }
+    if abi >= 3 {
+        r |= AccessFs::Truncate;
+    }
+    if abi >= 5 {
+        r |= AccessFs::IoctlDev;
+    }
+    if abi >= 9 {
+        r |= AccessFs::ResolveUnix;
+    }
+    r.bits()
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) -> std::io::Result<()> {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
+    if access == 0 {
+        return Ok(());
+    }
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: parent,
+    };
+    // SAFETY: the kernel reads the packed attribute from a live stack value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The allowlist resolved to canonical programs, with their loaders.
+#[derive(Debug, Default)]
+pub struct Programs {
+    pub programs: Vec<PathBuf>,
+    pub loaders: Vec<PathBuf>,
+}
+
+/// Resolves the allowlist once per process and policy: a server that runs
+/// many commands under one policy pays the lookups once. Paths are reopened
+/// for every run, so a program replaced on disk is still the one granted.
+pub fn allowed_programs(policy: &crate::policy::Policy) -> Arc<Programs> {
+    static CACHE: Mutex<Option<(String, Arc<Programs>)>> = Mutex::new(None);
+    let key = format!(
+        "{:?}{:?}{:?}{:?}",
+        policy.commands.allow,
+        policy.commands.search_path,
+        policy.scopes.write,
+        policy.workspace.parent
+    );
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((k, p)) = cache.as_ref()
+        && *k == key
+    {
+        return p.clone();
+    }
+    let mut p = Programs::default();
+    for name in &policy.commands.allow {
+        if let Ok(path) = crate::check::resolve(policy, name)
+            && !p.programs.contains(&path)
+        {
+            p.loaders.extend(elf_interpreter(&path));
+            p.programs.push(path);
+        }
+    }
+    p.loaders.sort();
+    p.loaders.dedup();
+    let p = Arc::new(p);
+    *cache = Some((key, p.clone()));
+    p
+}
+
+/// The PT_INTERP of an ELF file (its dynamic loader), if any.
+pub fn elf_interpreter(path: &Path) -> Option<PathBuf> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut h = [0u8; 64];
+    f.read_exact_at(&mut h, 0).ok()?;
+    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        return None;
+    }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as u64;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let phoff = u64_at(&h, 0x20);
+    let phentsize = u16_at(&h, 0x36);
+    let phnum = u16_at(&h, 0x38).min(64);
+    if phentsize < 56 {
+        return None;
+    }
+    let mut ph = [0u8; 56];
+    for i in 0..phnum {
+        f.read_exact_at(&mut ph, phoff + i * phentsize).ok()?;
+        if u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == 3 {
+            let off = u64_at(&ph, 8);
+            let size = u64_at(&ph, 32).min(4096) as usize;
+            let mut s = vec![0u8; size];
+            f.read_exact_at(&mut s, off).ok()?;
+            let end = s.iter().position(|&b| b == 0).unwrap_or(size);
+            let p = PathBuf::from(std::ffi::OsStr::from_bytes(&s[..end]));
+            return p.is_absolute().then_some(p);
+        }
+    }
+    None
+}
+
+/// The `#!` interpreter of a script, if the file is one.
+pub fn script_interpreter(path: &Path) -> Option<PathBuf> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut b = [0u8; 256];
+    let n = f.read_at(&mut b, 0).ok()?;
+    let line = b[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
+    let word = line
+        .split(|c| *c == b' ' || *c == b'\t')
+        .find(|w| !w.is_empty())?;
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(word)))
+}

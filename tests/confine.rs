@@ -1,0 +1,494 @@
+//! Kernel confinement, end to end: the real binary, real processes, files,
+//! sockets and signals. Each escape is paired with a control that shows the
+//! same command does work when the policy allows it, so a refusal is the
+//! kernel's doing and not a broken test.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agent-rsh")
+}
+
+/// No shell on the list: where /bin/sh is bash, allowing bash would allow
+/// the very shell the escapes reach for. Tests that need bash say so.
+const ALLOW: &str = r#"
+[commands]
+allow = ["find", "awk", "cat", "tee", "touch", "xargs", "git"]
+"#;
+const ALLOW_BASH: &str = r#"
+[commands]
+allow = ["bash"]
+"#;
+
+/// A policy file in its own world-readable directory (the fork-bomb test
+/// reads it as another user).
+struct Policy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+/// `top`: top-level keys; `tables`: extra tables after [commands].
+fn policy(top: &str, tables: &str) -> Policy {
+    policy_allowing(ALLOW, top, tables)
+}
+
+fn bash_policy(top: &str, tables: &str) -> Policy {
+    policy_allowing(ALLOW_BASH, top, tables)
+}
+
+fn policy_allowing(allow: &str, top: &str, tables: &str) -> Policy {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, format!("{top}\n{allow}\n{tables}\n")).unwrap();
+    std::fs::set_permissions(&path, PermissionsExt::from_mode(0o644)).unwrap();
+    Policy { _dir: dir, path }
+}
+
+fn run_in(p: &Policy, ws: Option<&Path>, cmd: &str) -> Value {
+    let mut c = Command::new(bin());
+    c.args(["run", "--json", "--policy"]).arg(&p.path);
+    if let Some(ws) = ws {
+        c.arg("--workspace").arg(ws);
+    }
+    let out = c.args(["--", cmd]).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a RunResult ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn s<'a>(r: &'a Value, key: &str) -> &'a str {
+    r[key].as_str().unwrap_or("")
+}
+
+/// Landlock's ABI here, from the doctor; tests that need it skip with a
+/// printed reason on kernels without it.
+fn landlock_abi() -> u64 {
+    let out = Command::new(bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).expect("doctor prints JSON");
+    v["kernel"]["landlockAbi"].as_u64().unwrap()
+}
+
+macro_rules! need_landlock {
+    () => {
+        if landlock_abi() == 0 {
+            eprintln!("skipped: this kernel has no Landlock (see `agent-rsh doctor`)");
+            return;
+        }
+    };
+}
+
+fn workspace() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Lets the shell run, for the controls.
+const ALLOW_SH: &str = "[scopes]\nexec = [\"/bin/sh\"]";
+
+#[test]
+fn find_exec_shell_is_refused_by_the_kernel() {
+    need_landlock!();
+    let ws = workspace();
+    let target = ws.path().join("pwned");
+    let cmd = format!(
+        "find . -maxdepth 0 -exec /bin/sh -c 'touch {}' \\;",
+        target.display()
+    );
+    let r = run_in(&policy("", ""), Some(ws.path()), &cmd);
+    assert_eq!(s(&r, "status"), "exited", "{r}");
+    assert!(s(&r, "stderr").contains("/bin/sh"), "{r}");
+    assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
+    assert!(!target.exists(), "the shell ran: {r}");
+
+    // find -exec itself works: the allowed program may run again.
+    let r = run_in(
+        &policy("", ""),
+        Some(ws.path()),
+        "find . -maxdepth 0 -exec find --version \\;",
+    );
+    assert!(s(&r, "stdout").contains("findutils"), "{r}");
+
+    // Control: with sh and touch in scopes.exec the same command creates it.
+    let r = run_in(&policy("", ALLOW_SH), Some(ws.path()), &cmd);
+    assert!(target.exists(), "control did not run: {r}");
+}
+
+#[test]
+fn awk_system_is_refused_by_the_kernel() {
+    need_landlock!();
+    let ws = workspace();
+    let target = ws.path().join("pwned");
+    let cmd = format!("awk 'BEGIN{{system(\"touch {}\")}}'", target.display());
+    let r = run_in(&policy("", ""), Some(ws.path()), &cmd);
+    assert_eq!(s(&r, "status"), "exited", "{r}");
+    assert!(!target.exists(), "awk's shell ran: {r}");
+    let r = run_in(&policy("", ALLOW_SH), Some(ws.path()), &cmd);
+    assert!(target.exists(), "control did not run: {r}");
+}
+
+#[test]
+fn git_fsmonitor_is_refused_by_the_kernel() {
+    need_landlock!();
+    if Command::new("git").arg("--version").output().is_err() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let ws = workspace();
+    let p = policy("", "");
+    let r = run_in(&p, Some(ws.path()), "git init -q");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    let target = ws.path().join("pwned");
+    // `&&` makes git hand the hook to /bin/sh -c.
+    let cmd = format!(
+        "git -c core.fsmonitor='touch {} && true' status",
+        target.display()
+    );
+    let r = run_in(&p, Some(ws.path()), &cmd);
+    assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
+    assert!(!target.exists(), "git's hook ran: {r}");
+}
+
+fn loader() -> Option<&'static str> {
+    ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+#[test]
+fn the_loader_cannot_map_a_shell() {
+    need_landlock!();
+    let Some(ld) = loader() else {
+        eprintln!("skipped: no known ELF loader path on this architecture");
+        return;
+    };
+    let ws = workspace();
+    let target = ws.path().join("pwned");
+    let cmd = format!(
+        "find . -maxdepth 0 -exec {ld} /bin/sh -c 'touch {}' \\;",
+        target.display()
+    );
+    let r = run_in(&policy("", ""), Some(ws.path()), &cmd);
+    assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
+    assert!(!target.exists(), "the loader ran a shell: {r}");
+    // The loader itself runs (it must, for every dynamic program); it can
+    // only map what is readable, such as the allowed program.
+    let find = std::fs::canonicalize("/usr/bin/find").unwrap();
+    let r = run_in(
+        &policy("", ""),
+        Some(ws.path()),
+        &format!(
+            "find . -maxdepth 0 -exec {ld} {} --version \\;",
+            find.display()
+        ),
+    );
+    assert!(s(&r, "stdout").contains("findutils"), "{r}");
+}
+
+#[test]
+fn files_outside_the_scopes_stay_out_of_reach() {
+    need_landlock!();
+    let outside = tempfile::tempdir().unwrap();
+    let canary = outside.path().join("canary");
+    std::fs::write(&canary, "CANARY-7f3a\n").unwrap();
+    let ws = workspace();
+    std::fs::write(ws.path().join("inside"), "INSIDE-OK\n").unwrap();
+    let p = policy("", "");
+
+    let r = run_in(&p, Some(ws.path()), &format!("cat {}", canary.display()));
+    assert_ne!(r["exitCode"], 0, "{r}");
+    assert!(!s(&r, "stdout").contains("CANARY"), "{r}");
+    assert!(
+        r["warnings"].to_string().contains("Landlock"),
+        "no hint: {r}"
+    );
+    let r = run_in(&p, Some(ws.path()), "cat inside");
+    assert_eq!(s(&r, "stdout"), "INSIDE-OK\n", "{r}");
+
+    // No new file outside, no change to an existing one.
+    let new = outside.path().join("new");
+    let r = run_in(&p, Some(ws.path()), &format!("touch {}", new.display()));
+    assert_ne!(r["exitCode"], 0, "{r}");
+    assert!(!new.exists());
+    let r = run_in(&p, Some(ws.path()), &format!("tee {}", canary.display()));
+    assert_ne!(r["exitCode"], 0, "{r}");
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "CANARY-7f3a\n");
+    let r = run_in(&p, Some(ws.path()), "touch made-inside");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert!(ws.path().join("made-inside").exists());
+}
+
+/// Runs `xargs cat` with `--stdin`, feeding it a path that is only known
+/// once agent-rsh has a pid; returns the RunResult.
+fn cat_path_via_stdin(p: &Policy, ws: &Path, path_of: impl Fn(u32) -> String) -> Value {
+    let mut child = Command::new(bin())
+        .args(["run", "--json", "--stdin", "--policy"])
+        .arg(&p.path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", "xargs cat"])
+        .env("CONFINE_TEST_MARKER", "environ-secret-51d2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = path_of(child.id()) + "\n";
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(line.as_bytes()).unwrap();
+    drop(stdin);
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.wait().unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn agent_rsh_environ_is_unreadable() {
+    need_landlock!();
+    let p = policy("", "");
+    let ws = workspace();
+    let r = cat_path_via_stdin(&p, ws.path(), |pid| format!("/proc/{pid}/environ"));
+    assert!(!s(&r, "stdout").contains("environ-secret"), "{r}");
+    assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
+    // Control: the same pipeline reads a workspace file.
+    let f = ws.path().join("f");
+    std::fs::write(&f, "via-xargs\n").unwrap();
+    let r = cat_path_via_stdin(&p, ws.path(), |_| f.display().to_string());
+    assert_eq!(s(&r, "stdout"), "via-xargs\n", "{r}");
+}
+
+#[test]
+fn child_has_no_new_privs_and_a_seccomp_filter() {
+    let r = run_in(&policy("", ""), None, "cat /proc/self/status");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    let out = s(&r, "stdout");
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(out.contains("CapPrm:\t0000000000000000"), "{out}");
+    assert_eq!(r["confinement"]["seccomp"]["enforced"], true, "{r}");
+}
+
+fn bash_to(p: &Policy, proto: &str, port: u16) -> Value {
+    run_in(
+        p,
+        None,
+        &format!("bash -c 'echo hi > /dev/{proto}/127.0.0.1/{port}'"),
+    )
+}
+
+fn tcp_received(l: &std::net::TcpListener) -> Option<String> {
+    l.set_nonblocking(true).unwrap();
+    let (mut c, _) = l.accept().ok()?;
+    c.set_nonblocking(false).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).ok()?;
+    Some(s)
+}
+
+fn udp_received(u: &std::net::UdpSocket) -> bool {
+    u.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 16];
+    u.recv(&mut b).is_ok()
+}
+
+#[test]
+fn network_none_refuses_tcp_and_udp_and_allow_permits_tcp() {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tport = tcp.local_addr().unwrap().port();
+    let uport = udp.local_addr().unwrap().port();
+    for top in [
+        "network = \"none\"",
+        "network = \"none\"\nnetwork_namespace = true",
+    ] {
+        let p = bash_policy(top, "");
+        let r = bash_to(&p, "tcp", tport);
+        assert_ne!(r["exitCode"], 0, "{top}: {r}");
+        let r = bash_to(&p, "udp", uport);
+        assert_ne!(r["exitCode"], 0, "{top}: {r}");
+        assert!(
+            tcp_received(&tcp).is_none(),
+            "{top}: a TCP connection got through"
+        );
+        assert!(!udp_received(&udp), "{top}: a UDP datagram got through");
+    }
+    let r = bash_to(&bash_policy("network = \"allow\"", ""), "tcp", tport);
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(tcp_received(&tcp).as_deref(), Some("hi\n"));
+}
+
+#[test]
+fn network_namespace_is_opt_in_and_reported() {
+    let (netns, _) = agent_rsh::confine::probe::try_namespaces(
+        (libc::CLONE_NEWPID | libc::CLONE_NEWNET) as libc::c_ulong,
+    );
+    let r = run_in(
+        &policy("network_namespace = true", ""),
+        None,
+        "cat /proc/self/status",
+    );
+    assert_eq!(r["confinement"]["networkNamespace"], netns, "{r}");
+    let r = run_in(&policy("", ""), None, "cat /proc/self/status");
+    assert_eq!(r["confinement"]["networkNamespace"], false, "{r}");
+}
+
+#[test]
+fn fork_bomb_ends_at_the_deadline_with_nothing_left() {
+    // RLIMIT_NPROC does not bind root, so as root the bomb runs as nobody,
+    // the kind of user the process limit is for.
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: running as root without setpriv to drop to nobody");
+        return;
+    }
+    let p = bash_policy(
+        "confinement = \"best-effort\"",
+        "[limits]\ntimeout_ms = 3000\nkill_grace_ms = 500",
+    );
+    let marker = format!("bomb{}", std::process::id());
+    let mut c = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()]);
+        c
+    } else {
+        Command::new(bin())
+    };
+    let t = Instant::now();
+    let out = c
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .args(["--", &format!("bash -c ': {marker}; f(){{ f | f; }}; f'")])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let r: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(s(&r, "status"), "timedOut", "{r}");
+    assert_eq!(out.status.code(), Some(124));
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    // Nothing of the bomb survives the run.
+    let mut left = String::new();
+    for _ in 0..20 {
+        let o = Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .unwrap();
+        left = String::from_utf8_lossy(&o.stdout).into_owned();
+        if left.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(left.trim().is_empty(), "left behind: {left}");
+    // And the machine still starts processes.
+    let r = run_in(&policy("", ""), None, "cat /proc/self/status");
+    assert_eq!(r["exitCode"], 0, "{r}");
+}
+
+fn simulated(args: &[&str], p: &Policy, ws: &Path) -> std::process::Output {
+    Command::new(bin())
+        .arg("run")
+        .args(args)
+        .arg("--policy")
+        .arg(&p.path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", "touch ran"])
+        .env(agent_rsh::confine::probe::SIMULATE_ENV, "landlock")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn required_fails_closed_without_landlock() {
+    let ws = workspace();
+    let out = simulated(
+        &["--json"],
+        &policy("confinement = \"required\"", ""),
+        ws.path(),
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s(&r, "status"), "failed", "{r}");
+    assert!(s(&r, "error").contains("Landlock"), "{r}");
+    assert!(!ws.path().join("ran").exists(), "the command ran");
+
+    // The default mode is required; text mode says why on stderr.
+    let out = simulated(&[], &policy("", ""), ws.path());
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Landlock"));
+    assert!(!ws.path().join("ran").exists(), "the command ran");
+
+    // best-effort runs, and says what it could not enforce.
+    let out = simulated(
+        &["--json"],
+        &policy("confinement = \"best-effort\"", ""),
+        ws.path(),
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["confinement"]["landlock"]["enforced"], false, "{r}");
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("Landlock is not enforced"),
+        "{r}"
+    );
+}
+
+#[test]
+fn doctor_reports_kernel_and_verdict() {
+    let out = Command::new(bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "agent-rsh.doctor/1");
+    assert!(v["kernel"]["landlockAbi"].is_u64());
+    assert_eq!(v["ok"], out.status.success(), "{v}");
+
+    let out = Command::new(bin())
+        .arg("doctor")
+        .env(agent_rsh::confine::probe::SIMULATE_ENV, "landlock")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fail closed"), "{text}");
+    assert!(text.contains("Landlock"), "{text}");
+}
+
+#[test]
+fn report_names_what_was_enforced() {
+    need_landlock!();
+    let r = run_in(&policy("", ""), None, "cat /proc/self/status");
+    let l = &r["confinement"]["landlock"];
+    assert_eq!(l["enforced"], true, "{r}");
+    let exec: Vec<&str> = l["execute"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let cat = std::fs::canonicalize("/bin/cat").unwrap();
+    assert!(exec.contains(&cat.to_str().unwrap()), "{r}");
+    assert!(
+        !exec.iter().any(|e| *e == "/bin" || *e == "/usr/bin"),
+        "{r}"
+    );
+    assert_eq!(r["confinement"]["capabilitiesDropped"], true, "{r}");
+}
