@@ -67,6 +67,12 @@ fn processes_with(needle: &str) -> Vec<String> {
     found
 }
 
+/// A sleep duration no other test run on this machine uses at the same time,
+/// so leftover checks only ever see this run's processes.
+fn unique_sleep(base: u32) -> String {
+    format!("{base}.{}", std::process::id())
+}
+
 fn wait_until_gone(needle: &str) -> Vec<String> {
     let until = Instant::now() + Duration::from_secs(5);
     loop {
@@ -279,7 +285,7 @@ kill_grace_ms = 300
 #[test]
 fn daemonized_grandchild_does_not_survive_the_run() {
     let p = shell_policy();
-    let marker = "4242.125";
+    let marker = unique_sleep(4242);
     agent()
         .args(["run", "--policy"])
         .arg(&p.path)
@@ -289,13 +295,13 @@ fn daemonized_grandchild_does_not_survive_the_run() {
         .assert()
         .success()
         .stdout("started\n");
-    assert_eq!(wait_until_gone(marker), Vec::<String>::new());
+    assert_eq!(wait_until_gone(&marker), Vec::<String>::new());
 }
 
 #[test]
 fn sigkill_of_agent_rsh_kills_the_tree() {
     let p = shell_policy();
-    let marker = "4343.25";
+    let marker = unique_sleep(4343);
     let mut child = std::process::Command::new(BIN)
         .args(["run", "--policy"])
         .arg(&p.path)
@@ -306,19 +312,19 @@ fn sigkill_of_agent_rsh_kills_the_tree() {
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
-    while processes_with(marker).len() < 2 && Instant::now() < until {
+    while processes_with(&marker).len() < 2 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(processes_with(marker).len(), 2, "both sleeps started");
+    assert_eq!(processes_with(&marker).len(), 2, "both sleeps started");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_eq!(wait_until_gone(marker), Vec::<String>::new());
+    assert_eq!(wait_until_gone(&marker), Vec::<String>::new());
 }
 
 #[test]
 fn sigterm_to_agent_rsh_is_forwarded_and_reported_interrupted() {
     let p = shell_policy();
-    let marker = "4444.5";
+    let marker = unique_sleep(4444);
     let child = std::process::Command::new(BIN)
         .args(["run", "--json", "--policy"])
         .arg(&p.path)
@@ -327,7 +333,7 @@ fn sigterm_to_agent_rsh_is_forwarded_and_reported_interrupted() {
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
-    while processes_with(marker).len() < 2 && Instant::now() < until {
+    while processes_with(&marker).len() < 2 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: kill(2) on our own child.
@@ -337,7 +343,7 @@ fn sigterm_to_agent_rsh_is_forwarded_and_reported_interrupted() {
     let r = json(&out.stdout);
     assert_eq!(r["status"], "interrupted");
     assert_eq!(r["signal"], 15);
-    assert_eq!(wait_until_gone(marker), Vec::<String>::new());
+    assert_eq!(wait_until_gone(&marker), Vec::<String>::new());
 }
 
 #[test]
