@@ -40,6 +40,8 @@ enum Cmd {
         #[command(flatten)]
         policy: PolicyArg,
     },
+    /// Serve the checked, confined run as an MCP tool over stdio.
+    Mcp(crate::mcp::McpArgs),
 }
 
 #[derive(Args)]
@@ -159,6 +161,7 @@ pub fn main() -> i32 {
             Ok((p, source)) => crate::confine::doctor(&p, &source.to_string(), json),
             Err(e) => report_policy_error(&e),
         },
+        Cmd::Mcp(a) => crate::mcp::main(a),
     }
 }
 

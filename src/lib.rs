@@ -10,6 +10,7 @@ pub mod confine;
 pub mod engine;
 pub mod exec;
 pub mod lex;
+pub mod mcp;
 pub mod plan;
 pub mod policy;
 pub mod result;

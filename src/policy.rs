@@ -38,6 +38,8 @@ pub struct Policy {
     pub output: OutputPolicy,
     pub workspace: WorkspacePolicy,
     pub scopes: Scopes,
+    /// The MCP server face (`agent-rsh mcp`).
+    pub mcp: crate::mcp::McpPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -229,6 +231,7 @@ impl Default for Policy {
             output: OutputPolicy::default(),
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
+            mcp: crate::mcp::McpPolicy::default(),
         }
     }
 }
@@ -314,6 +317,7 @@ impl Policy {
 
     /// Semantic checks serde cannot express.
     fn validate(&self) -> Result<(), String> {
+        self.mcp.validate()?;
         if self.max_command_bytes == 0 {
             return Err("max_command_bytes must be at least 1".into());
         }

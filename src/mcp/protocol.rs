@@ -1,0 +1,468 @@
+//! MCP over the JSON-RPC loop: version negotiation for both eras, method
+//! dispatch, tool calls on their own threads, cancellation and shutdown.
+//!
+//! Dual-era, as MCP 2026-07-28 describes it: a request whose `_meta`
+//! carries `io.modelcontextprotocol/protocolVersion` is served statelessly
+//! under that (modern) revision; `initialize` negotiates a handshake-era
+//! revision for the process. Requests without the per-request version are
+//! served under the handshake era (before `initialize` too: this server
+//! keeps no state a handshake would set up).
+
+use super::jsonrpc::{self, Line, Message, Output, RpcError};
+use super::tools::{self, CallEnv, Context, Progress, ToolResult};
+use crate::policy::Policy;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Revisions served per request with `_meta` (stateless).
+pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+/// Revisions reachable with `initialize`, newest first.
+pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Longest message accepted (a `run` with a large `stdin` fits).
+const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+const INSTRUCTIONS: &str = "agent-rsh runs one command per call, without a shell: \
+no pipes, redirection, globbing, variables or command substitution. The policy decides \
+which programs may run; a refusal names the rule and says what to do instead. \
+Commands run confined by the kernel, in a fresh workspace unless the server was \
+started with --workspace.";
+
+/// Which era a request is served under.
+#[derive(Debug, Clone, PartialEq)]
+enum Era {
+    Handshake,
+    Modern,
+}
+
+/// Supported versions, newest first, for discovery and version errors.
+fn supported_versions() -> Vec<&'static str> {
+    MODERN_VERSIONS
+        .iter()
+        .chain(HANDSHAKE_VERSIONS)
+        .copied()
+        .collect()
+}
+
+/// The era of a request, from its `_meta`.
+fn era_of(params: &Map<String, Value>) -> Result<Era, RpcError> {
+    let meta = params.get("_meta").and_then(Value::as_object);
+    let Some(version) = meta.and_then(|m| m.get(META_VERSION)) else {
+        return Ok(Era::Handshake);
+    };
+    let Some(version) = version.as_str() else {
+        return Err(RpcError::invalid_params(format!(
+            "_meta {META_VERSION} must be a string such as \"{}\"",
+            MODERN_VERSIONS[0]
+        )));
+    };
+    if !MODERN_VERSIONS.contains(&version) {
+        return Err(RpcError::new(
+            jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+        )
+        .with_data(json!({ "supported": supported_versions(), "requested": version })));
+    }
+    if !meta.is_some_and(|m| m.get(META_CAPABILITIES).is_some_and(Value::is_object)) {
+        return Err(RpcError::invalid_params(format!(
+            "_meta {META_CAPABILITIES} (an object) is required on every {version} request"
+        )));
+    }
+    Ok(Era::Modern)
+}
+
+/// The handshake negotiation: the client's version if supported, else our
+/// newest handshake version (the client disconnects if it cannot use it).
+pub fn negotiate(requested: &str) -> &'static str {
+    HANDSHAKE_VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .copied()
+        .unwrap_or(HANDSHAKE_VERSIONS[0])
+}
+
+fn server_info() -> Value {
+    json!({
+        "name": "agent-rsh",
+        "title": "agent-rsh restricted shell",
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+fn capabilities() -> Value {
+    json!({ "tools": { "listChanged": false } })
+}
+
+/// A call in progress: how to stop it and whether it was cancelled.
+struct InFlight {
+    cancelled: Arc<AtomicBool>,
+    cancel_w: OwnedFd,
+}
+
+/// Counts worker threads so shutdown can wait for them.
+#[derive(Default)]
+struct Workers {
+    count: Mutex<usize>,
+    idle: Condvar,
+}
+
+struct Server {
+    ctx: Arc<Context>,
+    out: Arc<Output>,
+    inflight: Arc<Mutex<HashMap<String, InFlight>>>,
+    workers: Arc<Workers>,
+}
+
+/// Serves stdin/stdout until stdin closes.
+pub fn serve(policy: Policy, workspace: Option<PathBuf>) -> i32 {
+    if let Err(e) = crate::exec::install_signal_forwarding() {
+        eprintln!("agent-rsh mcp: cannot install signal handlers: {e}");
+        return crate::result::code::FAILED;
+    }
+    let server = Arc::new(Server {
+        ctx: Arc::new(Context {
+            policy: Arc::new(policy),
+            workspace,
+        }),
+        out: Arc::new(Output::new(Box::new(std::io::stdout()))),
+        inflight: Arc::default(),
+        workers: Arc::default(),
+    });
+    if let Err(e) = watch_signals(server.clone()) {
+        eprintln!("agent-rsh mcp: cannot install signal handlers: {e}");
+        return crate::result::code::FAILED;
+    }
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    loop {
+        match jsonrpc::read_line(&mut input, MAX_MESSAGE_BYTES) {
+            Ok(Line::Message(line)) => {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                server.handle_line(&line);
+            }
+            Ok(Line::TooLong(n)) => server.out.error(
+                &Value::Null,
+                &RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!(
+                        "message of {n} bytes is longer than the limit of {MAX_MESSAGE_BYTES}; it was ignored"
+                    ),
+                ),
+            ),
+            Ok(Line::Eof) => break,
+            Err(e) => {
+                eprintln!("agent-rsh mcp: cannot read stdin: {e}");
+                break;
+            }
+        }
+    }
+    server.shutdown();
+    0
+}
+
+/// INT, TERM, HUP: stop every run in progress, wait for it, and exit.
+fn watch_signals(server: Arc<Server>) -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new(crate::exec::FORWARDED)?;
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            server.shutdown();
+            std::process::exit(128 + sig);
+        }
+    });
+    Ok(())
+}
+
+impl Server {
+    /// Cancels every call in progress (nothing more is sent for them) and
+    /// waits until their process trees are gone.
+    fn shutdown(&self) {
+        let ids: Vec<String> = lock(&self.inflight).keys().cloned().collect();
+        for id in ids {
+            self.cancel(&id);
+        }
+        let mut n = lock(&self.workers.count);
+        while *n > 0 {
+            n = self.workers.idle.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn cancel(&self, key: &str) {
+        let map = lock(&self.inflight);
+        if let Some(f) = map.get(key) {
+            self.out
+                .locked(|| f.cancelled.store(true, Ordering::SeqCst));
+            // SAFETY: write one byte from a stack buffer to a pipe we own.
+            unsafe { libc::write(f.cancel_w.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        }
+    }
+
+    fn handle_line(self: &Arc<Self>, line: &[u8]) {
+        match jsonrpc::parse(line) {
+            Err((id, e)) => self.out.error(&id, &e),
+            Ok(Message::Response) => {}
+            Ok(Message::Notification { method, params }) => self.notification(&method, &params),
+            Ok(Message::Request { id, method, params }) => {
+                if let Err(e) = self.request(&id, &method, params) {
+                    self.out.error(&id, &e);
+                }
+            }
+        }
+    }
+
+    /// `notifications/cancelled` stops that call; `notifications/initialized`
+    /// and unknown notifications need nothing (a notification is never
+    /// answered).
+    fn notification(&self, method: &str, params: &Map<String, Value>) {
+        if method == "notifications/cancelled"
+            && let Some(id) = params.get("requestId")
+        {
+            self.cancel(&id.to_string());
+        }
+    }
+
+    fn request(
+        self: &Arc<Self>,
+        id: &Value,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> Result<(), RpcError> {
+        if method == "initialize" {
+            return self.initialize(id, &params);
+        }
+        let era = era_of(&params)?;
+        let result = match (method, &era) {
+            ("ping", Era::Handshake) => json!({}),
+            ("server/discover", Era::Modern) => json!({
+                "supportedVersions": supported_versions(),
+                "capabilities": capabilities(),
+                // The schema carries it in `_meta`; the prose example at top level.
+                "serverInfo": server_info(),
+                "instructions": INSTRUCTIONS,
+                "ttlMs": 0,
+                "cacheScope": "private",
+            }),
+            ("server/discover", Era::Handshake) => {
+                return Err(RpcError::invalid_params(format!(
+                    "server/discover needs _meta {META_VERSION} (one of {:?}) and {META_CAPABILITIES}",
+                    MODERN_VERSIONS
+                )));
+            }
+            ("tools/list", _) => {
+                let mut r = json!({ "tools": tools::listing(&self.ctx.policy) });
+                if era == Era::Modern {
+                    r["ttlMs"] = json!(0);
+                    r["cacheScope"] = json!("private");
+                }
+                r
+            }
+            ("tools/call", _) => return self.call(id, params, era),
+            _ => {
+                return Err(RpcError::new(
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!("method not found: {method}"),
+                ));
+            }
+        };
+        self.out.result(id, finish(result, &era));
+        Ok(())
+    }
+
+    fn initialize(&self, id: &Value, params: &Map<String, Value>) -> Result<(), RpcError> {
+        let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
+            return Err(RpcError::invalid_params(
+                "initialize needs params.protocolVersion (a string such as \"2025-11-25\")",
+            ));
+        };
+        let version = negotiate(requested);
+        self.out.result(
+            id,
+            json!({
+                "protocolVersion": version,
+                "capabilities": capabilities(),
+                "serverInfo": server_info(),
+                "instructions": INSTRUCTIONS,
+            }),
+        );
+        Ok(())
+    }
+
+    fn call(
+        self: &Arc<Self>,
+        id: &Value,
+        params: Map<String, Value>,
+        era: Era,
+    ) -> Result<(), RpcError> {
+        let name = match params.get("name") {
+            Some(Value::String(n)) => n.as_str(),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "tools/call needs params.name (a string)",
+                ));
+            }
+        };
+        let tool = tools::find(name).ok_or_else(|| {
+            let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
+            RpcError::invalid_params(format!("unknown tool {name:?}; the tools are {names:?}"))
+        })?;
+        let empty = Map::new();
+        let args = match params.get("arguments") {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(a)) => a,
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "tools/call params.arguments must be an object",
+                ));
+            }
+        };
+        let work = (tool.prepare)(&self.ctx, args)
+            .map_err(|e| RpcError::invalid_params(format!("tool {name}: {e}")))?;
+
+        let key = id.to_string();
+        let max = self.ctx.policy.mcp.max_concurrent_calls;
+        {
+            let mut map = lock(&self.inflight);
+            if map.contains_key(&key) {
+                return Err(RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!("request id {key} is already in use by a call in progress"),
+                ));
+            }
+            if map.len() >= max {
+                let r = busy(name, max);
+                self.out.result(id, finish(r.to_json(), &era));
+                return Ok(());
+            }
+            let (cancel_r, cancel_w) = pipe().map_err(|e| {
+                RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!("cannot start the call: {e}"),
+                )
+            })?;
+            let cancelled = Arc::new(AtomicBool::new(false));
+            map.insert(
+                key.clone(),
+                InFlight {
+                    cancelled: cancelled.clone(),
+                    cancel_w,
+                },
+            );
+            *lock(&self.workers.count) += 1;
+            let token = params
+                .get("_meta")
+                .and_then(|m| m.get("progressToken"))
+                .filter(|t| t.is_string() || t.is_number())
+                .cloned();
+            let progress =
+                token.map(|t| Arc::new(Progress::new(self.out.clone(), t, cancelled.clone())));
+            let server = self.clone();
+            let id = id.clone();
+            std::thread::spawn(move || {
+                let env = CallEnv {
+                    progress,
+                    cancel: cancel_r.as_raw_fd(),
+                };
+                let result = work(&env);
+                drop(env);
+                drop(cancel_r);
+                // Free the id first: the client may reuse it once answered.
+                lock(&server.inflight).remove(&key);
+                let msg =
+                    json!({ "jsonrpc": "2.0", "id": id, "result": finish(result.to_json(), &era) });
+                server
+                    .out
+                    .send_unless(&msg, || cancelled.load(Ordering::SeqCst));
+                let mut n = lock(&server.workers.count);
+                *n -= 1;
+                server.workers.idle.notify_all();
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Adds what every result of a modern request carries.
+fn finish(mut result: Value, era: &Era) -> Value {
+    if *era == Era::Modern {
+        result["resultType"] = json!("complete");
+        result["_meta"] = json!({ META_SERVER_INFO: server_info() });
+    }
+    result
+}
+
+fn busy(tool: &str, max: usize) -> ToolResult {
+    let msg = format!(
+        "too many calls in progress (the policy allows {max} at once, mcp.max_concurrent_calls); \
+         nothing was run: wait for a call to finish or cancel one, then call {tool} again"
+    );
+    let r = crate::result::RunResult::failed(String::new(), msg.clone());
+    ToolResult {
+        structured: serde_json::to_value(&r).unwrap_or(Value::Null),
+        text: msg,
+        is_error: true,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds are new and owned by nobody else.
+    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn handshake_negotiation_follows_the_spec() {
+        assert_eq!(negotiate("2025-11-25"), "2025-11-25");
+        assert_eq!(negotiate("2025-06-18"), "2025-06-18");
+        // Unknown, older or modern: our newest handshake revision.
+        assert_eq!(negotiate("2024-11-05"), "2025-11-25");
+        assert_eq!(negotiate("2026-07-28"), "2025-11-25");
+        assert_eq!(negotiate("banana"), "2025-11-25");
+    }
+
+    #[test]
+    fn era_comes_from_per_request_meta() {
+        assert_eq!(era_of(&Map::new()), Ok(Era::Handshake));
+        let modern = params(json!({"_meta": {
+            META_VERSION: "2026-07-28", META_CAPABILITIES: {}
+        }}));
+        assert_eq!(era_of(&modern), Ok(Era::Modern));
+        let e = era_of(&params(json!({"_meta": {
+            META_VERSION: "1900-01-01", META_CAPABILITIES: {}
+        }})))
+        .unwrap_err();
+        assert_eq!(e.code, jsonrpc::UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(e.data.as_ref().unwrap()["requested"], "1900-01-01");
+        assert_eq!(
+            e.data.as_ref().unwrap()["supported"],
+            json!(["2026-07-28", "2025-11-25", "2025-06-18"])
+        );
+        let e = era_of(&params(json!({"_meta": { META_VERSION: "2026-07-28" }}))).unwrap_err();
+        assert_eq!(e.code, jsonrpc::INVALID_PARAMS);
+        assert!(e.message.contains(META_CAPABILITIES));
+    }
+}
