@@ -1,0 +1,76 @@
+"""Drives `agent-rsh mcp` with the official MCP Python SDK, as an agent would.
+
+Usage: python mcp_client.py AGENT_RSH_BINARY POLICY_FILE
+
+Connects twice: once with the 2025-11-25 initialize handshake and once
+with the SDK's automatic era detection (server/discover, then 2026-07-28
+requests). Each time it lists the tools, runs `echo hi`, runs a denied
+command, and runs a printing command with a progress callback. Prints
+"ok: <mode> <protocol version>" per mode; any failed check raises.
+"""
+
+import asyncio
+import sys
+
+from mcp import Client, StdioServerParameters
+
+BINARY, POLICY = sys.argv[1], sys.argv[2]
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+async def session(mode: str) -> str:
+    server = StdioServerParameters(command=BINARY, args=["mcp", "--policy", POLICY])
+    async with Client(server, mode=mode, raise_exceptions=True) as client:
+        version = client.protocol_version
+        check(client.server_info is not None and client.server_info.name == "agent-rsh",
+              f"server info: {client.server_info!r}")
+
+        tools = (await client.list_tools()).tools
+        run = next((t for t in tools if t.name == "run"), None)
+        check(run is not None, f"no run tool in {[t.name for t in tools]}")
+        check(run.input_schema["required"] == ["command"], f"inputSchema: {run.input_schema}")
+        check(run.output_schema is not None, "run has no outputSchema")
+        check(run.annotations.destructive_hint is True and run.annotations.read_only_hint is False,
+              f"annotations: {run.annotations!r}")
+
+        ok = await client.call_tool("run", {"command": "echo hi"})
+        check(not ok.is_error, f"echo hi failed: {ok!r}")
+        check(ok.structured_content["exitCode"] == 0, f"structuredContent: {ok.structured_content}")
+        check(ok.structured_content["stdout"] == "hi\n", f"stdout: {ok.structured_content}")
+        text = ok.content[0].text
+        check(text.startswith("exit code 0") and "\nhi\n" in text, f"text: {text!r}")
+
+        denied = await client.call_tool("run", {"command": "rm -rf /"})
+        check(denied.is_error, f"rm was not an error: {denied!r}")
+        check("command.not-allowed" in denied.content[0].text, f"text: {denied.content[0].text!r}")
+        check("hint:" in denied.content[0].text, f"text: {denied.content[0].text!r}")
+
+        seen = []
+
+        async def on_progress(progress, total, message):
+            seen.append((progress, message))
+
+        printed = await client.call_tool(
+            "run",
+            {"command": "bash -c 'echo one; sleep 0.3; echo two'"},
+            progress_callback=on_progress,
+        )
+        check(not printed.is_error, f"printing run failed: {printed!r}")
+        messages = "".join(m or "" for _, m in seen)
+        check("one" in messages and "two" in messages, f"progress: {seen}")
+        values = [p for p, _ in seen]
+        check(values == sorted(values) and len(set(values)) == len(values), f"progress values: {values}")
+        return version
+
+
+async def main() -> None:
+    for mode in ("legacy", "auto"):
+        version = await session(mode)
+        print(f"ok: {mode} {version}", flush=True)
+
+
+asyncio.run(main())

@@ -1,0 +1,56 @@
+//! `agent-rsh mcp` driven by a real MCP client the project did not write:
+//! the official Python SDK (`mcp` on PyPI, installed by .ci/run), through
+//! both the 2025-11-25 handshake and 2026-07-28 discovery.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
+
+/// The interpreter with the SDK: $AGENT_RSH_TEST_PYTHON, else python3.
+fn python() -> String {
+    std::env::var("AGENT_RSH_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+#[test]
+fn official_python_sdk_lists_runs_and_is_refused() {
+    let py = python();
+    let probe = Command::new(&py)
+        .args([
+            "-c",
+            "import mcp, importlib.metadata as m; print(m.version('mcp'))",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {py}: {e}"));
+    assert!(
+        probe.status.success(),
+        "the MCP Python SDK is not importable with {py}: {}\n\
+         install it (`pip install mcp==2.3.0`, as .ci/run does) or point \
+         AGENT_RSH_TEST_PYTHON at an interpreter that has it",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[commands]\nallow = [\"bash\", \"sleep\", \"echo\"]\n",
+    )
+    .unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+    let out = Command::new(&py)
+        .arg(script)
+        .arg(BIN)
+        .arg(&policy)
+        .env_remove("AGENT_RSH_POLICY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed (SDK {}):\n{stdout}\n{}",
+        String::from_utf8_lossy(&probe.stdout).trim(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ok: legacy 2025-11-25"), "{stdout}");
+    assert!(stdout.contains("ok: auto 2026-07-28"), "{stdout}");
+}
