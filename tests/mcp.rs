@@ -203,7 +203,13 @@ fn server_discover_and_modern_requests() {
     assert_eq!(res["resultType"], "complete", "{r}");
     assert_eq!(
         res["supportedVersions"],
-        json!([MODERN, "2025-11-25", "2025-06-18"])
+        json!([
+            MODERN,
+            "2025-11-25",
+            "2025-06-18",
+            "2025-03-26",
+            "2024-11-05"
+        ])
     );
     assert!(res["capabilities"]["tools"].is_object(), "{r}");
     assert_eq!(
@@ -298,11 +304,18 @@ fn initialize_negotiates_the_handshake_version() {
     let r = s.call(
         json!(3),
         "initialize",
-        json!({"protocolVersion": "2024-11-05", "capabilities": {},
+        json!({"protocolVersion": "2024-10-07", "capabilities": {},
                "clientInfo": {"name": "old", "version": "1"}}),
     );
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
-    let r = s.call(json!(4), "initialize", json!({"capabilities": {}}));
+    let r = s.call(
+        json!(4),
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "mid", "version": "1"}}),
+    );
+    assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
+    let r = s.call(json!(5), "initialize", json!({"capabilities": {}}));
     assert_eq!(error_code(&r), -32602);
 }
 
@@ -721,4 +734,35 @@ fn a_bad_policy_fails_closed() {
         assert!(out.stdout.is_empty(), "stdout must stay protocol-only");
         assert!(String::from_utf8_lossy(&out.stderr).contains("policy"));
     }
+}
+
+#[test]
+fn calls_run_concurrently_while_one_is_in_progress() {
+    let p = shell_policy();
+    let mut s = Server::start(Some(&p));
+    let marker = unique_sleep(46);
+    s.request(
+        json!("slow"),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": format!("sleep {marker}")}}),
+    );
+    assert!(
+        wait_for(|| sleeps_with(&marker).len() == 1),
+        "the sleep never started"
+    );
+    // Answered while the sleep still runs (it only ends when cancelled).
+    for i in 0..3 {
+        let r = s.call(
+            json!(i),
+            "tools/call",
+            json!({"name": "run", "arguments": {"command": format!("echo n{i}")}}),
+        );
+        assert_eq!(
+            r["result"]["structuredContent"]["stdout"],
+            format!("n{i}\n")
+        );
+    }
+    assert_eq!(sleeps_with(&marker).len(), 1);
+    s.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}}));
+    assert!(wait_for(|| sleeps_with(&marker).is_empty()));
 }

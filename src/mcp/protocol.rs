@@ -20,8 +20,10 @@ use std::sync::{Arc, Condvar, Mutex};
 
 /// Revisions served per request with `_meta` (stateless).
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
-/// Revisions reachable with `initialize`, newest first.
-pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+/// Revisions reachable with `initialize`, newest first. The older ones get
+/// the same answers: their clients ignore the fields added since
+/// (`structuredContent`, `outputSchema`, `title`).
+pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -370,6 +372,7 @@ impl Server {
                 let env = CallEnv {
                     progress,
                     cancel: cancel_r.as_raw_fd(),
+                    cancelled: cancelled.clone(),
                 };
                 let result = work(&env);
                 drop(env);
@@ -438,8 +441,9 @@ mod tests {
     fn handshake_negotiation_follows_the_spec() {
         assert_eq!(negotiate("2025-11-25"), "2025-11-25");
         assert_eq!(negotiate("2025-06-18"), "2025-06-18");
-        // Unknown, older or modern: our newest handshake revision.
-        assert_eq!(negotiate("2024-11-05"), "2025-11-25");
+        assert_eq!(negotiate("2024-11-05"), "2024-11-05");
+        // Unknown or modern: our newest handshake revision.
+        assert_eq!(negotiate("2024-10-07"), "2025-11-25");
         assert_eq!(negotiate("2026-07-28"), "2025-11-25");
         assert_eq!(negotiate("banana"), "2025-11-25");
     }
@@ -459,7 +463,13 @@ mod tests {
         assert_eq!(e.data.as_ref().unwrap()["requested"], "1900-01-01");
         assert_eq!(
             e.data.as_ref().unwrap()["supported"],
-            json!(["2026-07-28", "2025-11-25", "2025-06-18"])
+            json!([
+                "2026-07-28",
+                "2025-11-25",
+                "2025-06-18",
+                "2025-03-26",
+                "2024-11-05"
+            ])
         );
         let e = era_of(&params(json!({"_meta": { META_VERSION: "2026-07-28" }}))).unwrap_err();
         assert_eq!(e.code, jsonrpc::INVALID_PARAMS);

@@ -173,6 +173,15 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
     let policy = ctx.policy.clone();
     let workspace = ctx.workspace.clone();
     Ok(Box::new(move |call: &CallEnv| {
+        if call.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            // Cancelled before it started: run nothing (the answer is not sent).
+            let r = RunResult::failed(req.display(), "cancelled before it started".into());
+            return ToolResult {
+                structured: Value::Null,
+                text: render_text(&r, &policy.mcp, ""),
+                is_error: true,
+            };
+        }
         let opts = RunOptions {
             capture: true,
             encoding: Encoding::Text,

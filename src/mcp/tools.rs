@@ -55,6 +55,8 @@ pub struct CallEnv {
     pub progress: Option<Arc<Progress>>,
     /// Readable once the client cancelled the request.
     pub cancel: RawFd,
+    /// Set (before `cancel` becomes readable) when the request is cancelled.
+    pub cancelled: Arc<AtomicBool>,
 }
 
 /// A tool's answer: `structuredContent`, `content[0].text`, `isError`.
