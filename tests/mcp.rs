@@ -51,6 +51,17 @@ impl Server {
         if let Some(p) = policy {
             cmd.arg("--policy").arg(&p.path);
         }
+        Server::spawn(cmd)
+    }
+
+    fn start_with(policy: &TestPolicy, args: &[&str]) -> Server {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("mcp").env_remove("AGENT_RSH_POLICY");
+        cmd.arg("--policy").arg(&policy.path).args(args);
+        Server::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Server {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -765,4 +776,36 @@ fn calls_run_concurrently_while_one_is_in_progress() {
     assert_eq!(sleeps_with(&marker).len(), 1);
     s.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}}));
     assert!(wait_for(|| sleeps_with(&marker).is_empty()));
+}
+
+#[test]
+fn workspace_flag_keeps_files_between_calls() {
+    let p = shell_policy();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["mcp", "--policy"])
+        .arg(&p.path)
+        .arg("--workspace")
+        .arg(ws.path().join("missing"));
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+
+    let mut child = Server::start_with(&p, &["--workspace", ws.path().to_str().unwrap()]);
+    let r = child.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "bash -c 'echo kept > note.txt'"}}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let r = child.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "cat note.txt"}}),
+    );
+    assert_eq!(r["result"]["structuredContent"]["stdout"], "kept\n", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("note.txt")).unwrap(),
+        "kept\n"
+    );
 }
