@@ -528,6 +528,24 @@ fn progress_notifications_stream_output_while_the_command_runs() {
         "{notes:?}"
     );
 
+    // Escape sequences are stripped from progress as from the result.
+    s.request(
+        json!(3),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "bash -c 'printf \"\\033[31mred\\033[0m\\n\"'"},
+               "_meta": {"progressToken": "esc"}}),
+    );
+    let (resp, notes) = s.response(&json!(3));
+    assert_eq!(
+        resp["result"]["structuredContent"]["stdout"], "red\n",
+        "{resp}"
+    );
+    let text: String = notes
+        .iter()
+        .filter_map(|n| n["params"]["message"].as_str())
+        .collect();
+    assert_eq!(text, "red\n", "{notes:?}");
+
     // Without a token, no notifications at all.
     s.request(
         json!(2),

@@ -190,7 +190,7 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
             keep: false,
             cancel: Some(call.cancel),
         };
-        let mut sink = ProgressSink::start(call.progress.clone());
+        let mut sink = ProgressSink::start(call.progress.clone(), policy.output.strip_ansi);
         let r = engine::execute(&policy, &req, &opts, &mut sink);
         sink.finish();
         ToolResult {
@@ -355,6 +355,9 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 /// every `HEARTBEAT`.
 struct ProgressSink {
     shared: Option<Arc<Shared>>,
+    /// Remove ANSI escapes, as the RunResult does (`output.strip_ansi`),
+    /// so a command cannot drive the client's terminal through progress.
+    strip_ansi: bool,
     ticker: Option<std::thread::JoinHandle<()>>,
     chunkers: [Utf8Chunker; 2],
     scratch: Vec<u8>,
@@ -441,7 +444,7 @@ impl Shared {
 }
 
 impl ProgressSink {
-    fn start(progress: Option<Arc<Progress>>) -> ProgressSink {
+    fn start(progress: Option<Arc<Progress>>, strip_ansi: bool) -> ProgressSink {
         let shared = progress.map(|progress| {
             Arc::new(Shared {
                 progress,
@@ -459,6 +462,7 @@ impl ProgressSink {
         let ticker = shared.clone().map(|s| std::thread::spawn(move || s.tick()));
         ProgressSink {
             shared,
+            strip_ansi,
             ticker,
             chunkers: Default::default(),
             scratch: Vec::new(),
@@ -493,10 +497,16 @@ impl Sink for ProgressSink {
             return;
         };
         let i = usize::from(stream == Stream::Stderr);
-        match self.chunkers[i].feed(data, &mut self.scratch) {
-            Some(Chunk::Text(t)) => shared.push(stream, t),
-            Some(Chunk::Binary(b)) => shared.push(stream, &String::from_utf8_lossy(b)),
-            None => {}
+        let text = match self.chunkers[i].feed(data, &mut self.scratch) {
+            Some(Chunk::Text(t)) => t.as_bytes(),
+            Some(Chunk::Binary(b)) => b,
+            None => return,
+        };
+        if self.strip_ansi {
+            let clean = crate::result::strip_ansi(text);
+            shared.push(stream, &String::from_utf8_lossy(&clean));
+        } else {
+            shared.push(stream, &String::from_utf8_lossy(text));
         }
     }
 }
