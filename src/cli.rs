@@ -40,6 +40,8 @@ enum Cmd {
         #[command(flatten)]
         policy: PolicyArg,
     },
+    #[command(flatten)]
+    Jobs(crate::jobs::cli::JobCmd),
 }
 
 #[derive(Args)]
@@ -159,6 +161,7 @@ pub fn main() -> i32 {
             Ok((p, source)) => crate::confine::doctor(&p, &source.to_string(), json),
             Err(e) => report_policy_error(&e),
         },
+        Cmd::Jobs(c) => crate::jobs::cli::main(c),
     }
 }
 

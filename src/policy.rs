@@ -38,6 +38,8 @@ pub struct Policy {
     pub output: OutputPolicy,
     pub workspace: WorkspacePolicy,
     pub scopes: Scopes,
+    /// Background jobs (`spawn` and friends).
+    pub jobs: crate::jobs::JobsPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -229,6 +231,7 @@ impl Default for Policy {
             output: OutputPolicy::default(),
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
+            jobs: crate::jobs::JobsPolicy::default(),
         }
     }
 }
@@ -314,6 +317,7 @@ impl Policy {
 
     /// Semantic checks serde cannot express.
     fn validate(&self) -> Result<(), String> {
+        self.jobs.validate()?;
         if self.max_command_bytes == 0 {
             return Err("max_command_bytes must be at least 1".into());
         }
