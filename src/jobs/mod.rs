@@ -1222,7 +1222,7 @@ fn stale_workspaces(policy: &Policy, retain: u64, now: u64, live: &[PathBuf], re
             e.metadata().is_ok_and(|m| {
                 m.is_dir()
                     && m.uid() == me
-                    && m.mode() & 0o777 == 0o700
+                    && m.mode() & 0o7777 == 0o700
                     && m.modified()
                         .ok()
                         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
@@ -1231,6 +1231,7 @@ fn stale_workspaces(policy: &Policy, retain: u64, now: u64, live: &[PathBuf], re
         })
         .filter_map(|e| e.path().canonicalize().ok())
         .filter(|p| !live.iter().any(|l| l == p))
+        .filter(|p| !run_holds(p))
         .collect();
     if candidates.is_empty() {
         return;
@@ -1245,6 +1246,16 @@ fn stale_workspaces(policy: &Policy, retain: u64, now: u64, live: &[PathBuf], re
             Err(e) => rep.errors.push(format!("{}: {e}", ws.display())),
         }
     }
+}
+
+/// A live run holds a shared flock on its fresh workspace.
+fn run_holds(dir: &Path) -> bool {
+    let Ok(f) = File::open(dir) else {
+        return true;
+    };
+    let f: OwnedFd = f.into();
+    // SAFETY: flock on an fd we own; closing it drops the probe lock.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
 }
 
 /// The directories among `dirs` that some process has as its cwd or root.
