@@ -472,6 +472,7 @@ fn kill_with_sigkill_and_sigint() {
     wait_for("sleeps", || processes_with(&m).len() == 2);
     let st = w.ok(&["kill", &job, "--signal", "KILL"]);
     assert_eq!(st["status"], "killed", "{st}");
+    assert_eq!(st["signal"], 9, "{st}");
     assert_eq!(wait_until_gone(&m), Vec::<String>::new());
 
     // INT reaches the tree: a job that ends on SIGINT by itself.
@@ -484,6 +485,11 @@ fn kill_with_sigkill_and_sigint() {
     assert_eq!(st["status"], "killed", "{st}");
     assert_eq!(wait_until_gone(&m), Vec::<String>::new());
     assert_eq!(w.ok(&["output", &job])["content"], "got-int\n");
+    assert_eq!(
+        (&st["signal"], &st["exitCode"]),
+        (&2.into(), &7.into()),
+        "{st}"
+    );
     // Killing a finished job just reports it.
     assert_eq!(w.ok(&["kill", &job])["status"], "killed");
     let (e, code) = w.json(&["kill", &job, "--signal", "HUP"]);

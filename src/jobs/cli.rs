@@ -264,7 +264,12 @@ pub fn main(cmd: JobCmd) -> i32 {
         JobCmd::Kill(a) => match super::parse_signal(&a.signal) {
             Some(sig) => super::kill(&policy, &a.id, sig).map(|st| {
                 emit(&st);
-                0
+                if st.status == super::State::Running {
+                    eprintln!("agent-rsh: job {} is still running after kill", st.id);
+                    code::FAILED
+                } else {
+                    0
+                }
             }),
             None => Err(JobError::new(
                 code::USAGE,

@@ -251,6 +251,8 @@ struct Shared {
     /// the number could be reused after the guardian is reaped).
     guardian: Mutex<Option<(i32, OwnedFd)>>,
     killed: AtomicBool,
+    /// The signal `kill` asked for (reported as the job's signal).
+    kill_signal: std::sync::atomic::AtomicI32,
     /// The supervisor's write end of the stdin FIFO: while it is open the
     /// child never sees end of file; `send --eof` closes it.
     stdin_holder: Mutex<Option<OwnedFd>>,
@@ -292,6 +294,7 @@ impl Shared {
     }
 
     fn kill(&self, sig: i32) {
+        self.kill_signal.store(sig, Ordering::SeqCst);
         self.killed.store(true, Ordering::SeqCst);
         match sig {
             libc::SIGINT => {
@@ -523,6 +526,7 @@ fn supervise(spec: Spec, ready: File) -> i32 {
     let shared = Arc::new(Shared {
         guardian: Mutex::new(None),
         killed: AtomicBool::new(false),
+        kill_signal: std::sync::atomic::AtomicI32::new(0),
         stdin_holder: Mutex::new(Some(holder)),
         cancel: cancel_w,
         grace: Duration::from_millis(spec.policy.limits.kill_grace_ms),
@@ -601,8 +605,13 @@ fn supervise(spec: Spec, ready: File) -> i32 {
         Status::NotFound => State::NotFound,
         Status::Failed => State::Failed,
     };
-    if status == State::Killed && r.signal.is_none() {
-        r.signal = Some(libc::SIGTERM);
+    if status == State::Killed {
+        let asked = shared.kill_signal.load(Ordering::SeqCst);
+        r.signal = Some(if asked > 0 {
+            asked
+        } else {
+            r.signal.unwrap_or(libc::SIGTERM)
+        });
     }
     let fin = Final {
         status,
