@@ -580,3 +580,33 @@ fn a_workspace_overlapping_the_state_dir_is_refused() {
     assert_eq!(code, 2, "{e}");
     assert!(e["error"].as_str().unwrap().contains("overlaps"), "{e}");
 }
+
+#[test]
+fn a_relative_named_workspace_is_used_and_kept() {
+    let w = World::new("");
+    std::fs::create_dir(w.dir.path().join("mine")).unwrap();
+    let out = w
+        .cmd(&[
+            "spawn",
+            "--workspace",
+            "mine",
+            "bash -c 'echo hi > made.txt; pwd'",
+        ])
+        .current_dir(w.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mine = w.dir.path().join("mine").canonicalize().unwrap();
+    assert_eq!(s["workspace"], mine.to_str().unwrap(), "{s}");
+    let st = w.ok(&["wait", &id(&s)]);
+    assert_eq!(st["status"], "exited", "{st}");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("made.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(
+        w.ok(&["output", &id(&s)])["content"],
+        format!("{}\n", mine.display())
+    );
+}

@@ -614,9 +614,11 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
         None => policy.jobs.max_output_bytes,
     };
     let state = StateDir::open(policy, true)?.expect("state dir was just created");
-    if let Some(ws) = &sreq.workspace {
-        refuse_overlap(ws, state.root())?;
-    }
+    // Absolute, because the supervisor works from `/`.
+    let workspace = match &sreq.workspace {
+        Some(ws) => Some(refuse_overlap(ws, state.root())?),
+        None => None,
+    };
 
     let global = state.lock()?;
     let running = state.jobs().iter().filter(|j| j.alive()).count();
@@ -650,7 +652,7 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
         cwd: sreq.cwd.clone(),
         timeout_ms: sreq.timeout_ms,
         env: sreq.env.clone(),
-        workspace: sreq.workspace.clone(),
+        workspace,
         keep: sreq.keep,
         layout: Layout::new(cap),
     };
@@ -671,7 +673,7 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
 
 /// A workspace that contains the state dir (or lies inside it) would let
 /// the job rewrite its own and other jobs' state.
-fn refuse_overlap(ws: &Path, state: &Path) -> JobResult<()> {
+fn refuse_overlap(ws: &Path, state: &Path) -> JobResult<PathBuf> {
     let ws = ws.canonicalize().map_err(|e| {
         JobError::new(
             code::USAGE,
@@ -692,7 +694,7 @@ fn refuse_overlap(ws: &Path, state: &Path) -> JobResult<()> {
             ),
         ));
     }
-    Ok(())
+    Ok(ws)
 }
 
 fn next_id(root: &Path) -> io::Result<String> {
@@ -758,8 +760,8 @@ fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
+    // No fsync: job state does not outlive a reboot (the jobs do not).
     f.write_all(data)?;
-    f.sync_data().ok();
     std::fs::rename(&tmp, path)
 }
 

@@ -115,7 +115,10 @@ pub(super) fn launch(spec: &Spec, lock: &OwnedFd) -> JobResult<Ready> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(io_err)?;
+    let mut child = cmd.spawn().map_err(|e| {
+        let _ = std::fs::remove_dir_all(&spec.dir);
+        io_err(e)
+    })?;
     drop(ready_w);
     if let Some(mut stdin) = child.stdin.take() {
         // A supervisor that died early closes the pipe; its readiness EOF
