@@ -42,6 +42,8 @@ enum Cmd {
     },
     /// Serve the checked, confined run as an MCP tool over stdio.
     Mcp(crate::mcp::McpArgs),
+    #[command(flatten)]
+    Jobs(crate::jobs::cli::JobCmd),
 }
 
 #[derive(Args)]
@@ -162,6 +164,7 @@ pub fn main() -> i32 {
             Err(e) => report_policy_error(&e),
         },
         Cmd::Mcp(a) => crate::mcp::main(a),
+        Cmd::Jobs(c) => crate::jobs::cli::main(c),
     }
 }
 

@@ -190,6 +190,15 @@ pub fn run(
             stdin_writer = Some((w, bytes.as_slice()));
             Some(r)
         }
+        StdinMode::Fd(fd) => {
+            // SAFETY: F_DUPFD_CLOEXEC returns a new fd we own.
+            let dup = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if dup < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: a new fd, owned by nobody else.
+            Some(unsafe { OwnedFd::from_raw_fd(dup) })
+        }
     };
 
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod confine;
 pub mod engine;
 pub mod exec;
+pub mod jobs;
 pub mod lex;
 pub mod mcp;
 pub mod plan;

@@ -12,6 +12,9 @@ pub enum StdinMode {
     Inherit,
     /// These bytes, then end of file (MCP's `stdin` argument).
     Data(Vec<u8>),
+    /// An fd the caller owns and keeps open for the whole run (a job's
+    /// stdin FIFO); the child gets a duplicate of it.
+    Fd(std::os::fd::RawFd),
 }
 
 #[derive(Debug, Clone)]

@@ -40,6 +40,8 @@ pub struct Policy {
     pub scopes: Scopes,
     /// The MCP server face (`agent-rsh mcp`).
     pub mcp: crate::mcp::McpPolicy,
+    /// Background jobs (`spawn` and friends).
+    pub jobs: crate::jobs::JobsPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -232,6 +234,7 @@ impl Default for Policy {
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
             mcp: crate::mcp::McpPolicy::default(),
+            jobs: crate::jobs::JobsPolicy::default(),
         }
     }
 }
@@ -318,6 +321,7 @@ impl Policy {
     /// Semantic checks serde cannot express.
     fn validate(&self) -> Result<(), String> {
         self.mcp.validate()?;
+        self.jobs.validate()?;
         if self.max_command_bytes == 0 {
             return Err("max_command_bytes must be at least 1".into());
         }

@@ -8,7 +8,14 @@ use std::path::{Path, PathBuf};
 pub struct Workspace {
     root: PathBuf,
     temp: Option<tempfile::TempDir>,
+    /// A shared flock on a fresh workspace while its run lives, so
+    /// `jobs --gc` can tell a crashed run's leftover from a live one.
+    _in_use: Option<std::os::fd::OwnedFd>,
 }
+
+/// Mode of a workspace kept on purpose (`--keep`): the sticky bit, which
+/// changes nothing in a private directory, tells `jobs --gc` to leave it.
+pub const KEPT_MODE: u32 = 0o1700;
 
 impl Workspace {
     /// A new 0700 directory under `parent` (default `/tmp`).
@@ -19,9 +26,18 @@ impl Workspace {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(parent)?;
         let root = dir.path().canonicalize()?;
+        let in_use = std::fs::File::open(&root)
+            .ok()
+            .map(std::os::fd::OwnedFd::from);
+        if let Some(fd) = &in_use {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on an fd we own (O_CLOEXEC: the child does not get it).
+            unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        }
         Ok(Workspace {
             root,
             temp: Some(dir),
+            _in_use: in_use,
         })
     }
 
@@ -36,7 +52,11 @@ impl Workspace {
                 dir.display()
             )));
         }
-        Ok(Workspace { root, temp: None })
+        Ok(Workspace {
+            root,
+            temp: None,
+            _in_use: None,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -47,6 +67,10 @@ impl Workspace {
     pub fn keep(&mut self) -> PathBuf {
         if let Some(t) = self.temp.take() {
             let _ = t.keep();
+            let _ = std::fs::set_permissions(
+                &self.root,
+                std::os::unix::fs::PermissionsExt::from_mode(KEPT_MODE),
+            );
         }
         self.root.clone()
     }

@@ -1,0 +1,612 @@
+//! End-to-end tests of background jobs: the real binary, a real detached
+//! supervisor, real processes, FIFOs, signals and files. Every call is a
+//! separate agent-rsh process, so each test also shows that a job spawned
+//! by one process is read, fed and killed by others.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
+
+/// A private world per test: state dir, workspace parent, policy.
+struct World {
+    dir: tempfile::TempDir,
+    policy: PathBuf,
+}
+
+impl World {
+    fn new(jobs: &str) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let wsp = dir.path().join("workspaces");
+        std::fs::create_dir(&wsp).unwrap();
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                r#"
+[commands]
+allow = ["bash", "sleep", "seq", "sort", "cat", "echo", "rm", "nonexistent-program-xyz"]
+[limits]
+kill_grace_ms = 500
+[workspace]
+parent = "{}"
+[jobs]
+{jobs}
+"#,
+                wsp.display()
+            ),
+        )
+        .unwrap();
+        World { dir, policy }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.env_remove("AGENT_RSH_POLICY")
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .arg(args[0])
+            .arg("--policy")
+            .arg(&self.policy)
+            .args(&args[1..]);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs and parses stdout as one JSON value; returns it with the exit code.
+    fn json(&self, args: &[&str]) -> (Value, i32) {
+        let out = self.run(args);
+        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: bad JSON {e}: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (v, out.status.code().unwrap_or(-1))
+    }
+
+    fn ok(&self, args: &[&str]) -> Value {
+        let (v, code) = self.json(args);
+        assert_eq!(code, 0, "{args:?} exited {code}: {v}");
+        v
+    }
+
+    fn spawn(&self, command: &str) -> Value {
+        self.ok(&["spawn", command])
+    }
+
+    fn jobs_dir(&self) -> PathBuf {
+        self.dir.path().join("state/agent-rsh/jobs")
+    }
+
+    fn workspaces(&self) -> PathBuf {
+        self.dir.path().join("workspaces")
+    }
+}
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// A sleep argument unique to this test process and `tag`, so process
+/// checks never see another test's (or another run's) sleeps.
+fn marker(tag: u32) -> String {
+    format!("{tag}.{:07}", std::process::id())
+}
+
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.starts_with("sleep ") && cmd.contains(needle) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_until_gone(needle: &str) -> Vec<String> {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_with(needle);
+        if left.is_empty() || Instant::now() > until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn spawn_returns_at_once_then_output_pages_grep_finds_and_kill_ends_it() {
+    let w = World::new("");
+    let m = format!("0.10{}", std::process::id());
+    let cmd = format!("bash -c 'for i in $(seq 1 100000); do echo tick $i; sleep {m}; done'");
+    let t = Instant::now();
+    let s = w.spawn(&cmd);
+    let spawn_ms = t.elapsed().as_secs_f64() * 1000.0;
+    eprintln!("spawn returned after {spawn_ms:.1} ms");
+    let job = id(&s);
+    assert!(s["pid"].as_i64().unwrap() > 0, "{s}");
+    assert!(
+        Path::new(s["workspace"].as_str().unwrap()).is_dir(),
+        "the workspace exists while the job runs: {s}"
+    );
+
+    // Running, and the output grows while later calls look at it.
+    let st = w.ok(&["status", &job]);
+    assert_eq!(st["status"], "running", "{st}");
+    assert!(st["runtimeMs"].is_u64() && st["stdoutBytes"].is_u64());
+    let mut first = 0;
+    wait_for("3 lines of output", || {
+        first = w.ok(&["output", &job])["totalSize"].as_u64().unwrap();
+        first >= "tick 1\ntick 2\ntick 3\n".len() as u64
+    });
+    wait_for("more output", || {
+        w.ok(&["output", &job])["totalSize"].as_u64().unwrap() > first
+    });
+
+    // Paging with offsets: small pages chain to exactly the stream.
+    let mut offset = 0u64;
+    let mut paged = String::new();
+    for _ in 0..4 {
+        let page = w.ok(&[
+            "output",
+            &job,
+            "--stream",
+            "stdout",
+            "--offset",
+            &offset.to_string(),
+            "--limit",
+            "5",
+        ]);
+        assert_eq!(page["offset"].as_u64().unwrap(), offset, "{page}");
+        assert_eq!(page["content"].as_str().unwrap().len(), 5, "{page}");
+        assert_eq!(page["hasMore"], true, "{page}");
+        assert_eq!(page["stream"], "stdout");
+        paged.push_str(page["content"].as_str().unwrap());
+        offset = page["nextOffset"].as_u64().unwrap();
+    }
+    assert_eq!(paged, "tick 1\ntick 2\ntick 3\n"[..20]);
+
+    // grep: the line, its number and offset, with context.
+    let g = w.ok(&["grep", &job, "^tick 2$", "--context", "1"]);
+    assert_eq!(g["total"], 1, "{g}");
+    let hit = &g["matches"][0];
+    assert_eq!(hit["line"], 2);
+    assert_eq!(hit["offset"], 7);
+    assert_eq!(hit["text"], "tick 2");
+    assert_eq!(hit["before"], serde_json::json!(["tick 1"]));
+    assert_eq!(hit["after"], serde_json::json!(["tick 3"]));
+    let g = w.ok(&["grep", &job, "tick", "--max-matches", "2"]);
+    assert_eq!(g["matches"].as_array().unwrap().len(), 2);
+    assert!(
+        g["total"].as_u64().unwrap() >= 3 && g["truncated"] == true,
+        "{g}"
+    );
+
+    // kill from yet another process: the tree is gone.
+    assert!(!processes_with(&m).is_empty(), "the ticker's sleeps run");
+    let k = w.ok(&["kill", &job]);
+    assert_eq!(k["status"], "killed", "{k}");
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+    let st = w.ok(&["status", &job]);
+    assert_eq!(st["status"], "killed", "{st}");
+    assert!(
+        !Path::new(s["workspace"].as_str().unwrap()).exists(),
+        "the fresh workspace is removed when the job ends"
+    );
+}
+
+#[test]
+fn send_feeds_stdin_and_eof_lets_it_finish() {
+    let w = World::new("");
+    // cat echoes each line as it is sent: the job reads live.
+    let job = id(&w.spawn("cat"));
+    w.ok(&["send", &job, "first line"]);
+    wait_for("the echo of the first line", || {
+        w.ok(&["output", &job])["content"] == "first line\n"
+    });
+    let s = w.ok(&["send", &job, "-n", "no newline"]);
+    assert_eq!(s["bytes"], 10);
+    w.ok(&["send", &job, "--eof"]);
+    let st = w.ok(&["wait", &job, "--timeout", "10000"]);
+    assert_eq!(st["status"], "exited", "{st}");
+    assert_eq!(st["exitCode"], 0);
+    assert_eq!(w.ok(&["output", &job])["content"], "first line\nno newline");
+    // Nothing can be sent after end of file.
+    let (e, code) = w.json(&["send", &job, "late"]);
+    assert_eq!(code, 125, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("closed"), "{e}");
+
+    // sort only answers at end of file.
+    let job = id(&w.spawn("sort"));
+    w.ok(&["send", &job, "cherry"]);
+    w.ok(&["send", &job, "apple"]);
+    w.ok(&["send", &job, "banana", "--eof"]);
+    let st = w.ok(&["wait", &job]);
+    assert_eq!(st["status"], "exited", "{st}");
+    assert_eq!(
+        w.ok(&["output", &job, "--stream", "stdout"])["content"],
+        "apple\nbanana\ncherry\n"
+    );
+}
+
+#[test]
+fn max_concurrent_holds_when_spawns_race() {
+    let w = World::new("max_concurrent = 2");
+    let m = marker(31);
+    let sleeper = format!("sleep {m}");
+    // Eight spawns started at the same instant: exactly two get through.
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let results: Vec<(Value, i32)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                let b = barrier.clone();
+                let w = &w;
+                let sleeper = &sleeper;
+                s.spawn(move || {
+                    let mut c = w.cmd(&["spawn", sleeper]);
+                    b.wait();
+                    let out = c.output().unwrap();
+                    (
+                        serde_json::from_slice(&out.stdout).unwrap(),
+                        out.status.code().unwrap(),
+                    )
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let started: Vec<&Value> = results.iter().filter(|r| r.1 == 0).map(|r| &r.0).collect();
+    assert_eq!(started.len(), 2, "{results:?}");
+    for (v, code) in results.iter().filter(|r| r.1 != 0) {
+        assert_eq!(*code, 126, "{v}");
+        assert_eq!(v["status"], "denied");
+        assert_eq!(v["denial"]["rule"], "jobs.max-concurrent", "{v}");
+        assert!(
+            v["denial"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("at most 2")
+        );
+    }
+    assert_eq!(processes_with(&m).len(), 2);
+    let list = w.ok(&["jobs"]);
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        2,
+        "refused spawns leave no job: {list}"
+    );
+
+    // One ends: a third may start.
+    w.ok(&["kill", &id(started[0]), "--signal", "KILL"]);
+    let third = w.spawn(&sleeper);
+    for j in [id(started[1]), id(&third)] {
+        w.ok(&["kill", &j]);
+    }
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+}
+
+#[test]
+fn deadline_kills_the_job_and_keeps_its_partial_output() {
+    let w = World::new("");
+    let m = marker(41);
+    let job = id(&w.ok(&[
+        "spawn",
+        "--timeout",
+        "300",
+        &format!("bash -c 'echo partial; echo oops >&2; sleep {m}'"),
+    ]));
+    let (st, code) = w.json(&["wait", &job]);
+    assert_eq!(st["status"], "timedOut", "{st}");
+    assert_eq!(code, 124);
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+    assert_eq!(
+        w.ok(&["output", &job, "--stream", "stdout"])["content"],
+        "partial\n"
+    );
+    assert_eq!(
+        w.ok(&["output", &job, "--stream", "stderr"])["content"],
+        "oops\n"
+    );
+    assert_eq!(st["stdoutBytes"], 8);
+    assert_eq!(st["stderrBytes"], 5);
+}
+
+#[test]
+fn a_longer_timeout_is_clamped_to_max_runtime() {
+    let w = World::new("max_runtime_ms = 300");
+    let m = marker(42);
+    let s = w.ok(&["spawn", "--timeout", "999999", &format!("sleep {m}")]);
+    assert_eq!(s["timeoutMs"], 300, "{s}");
+    let (st, code) = w.json(&["wait", &id(&s)]);
+    assert_eq!((&st["status"], code), (&"timedOut".into(), 124), "{st}");
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+}
+
+#[test]
+fn sigkill_of_the_supervisor_kills_the_tree_and_status_says_lost() {
+    let w = World::new("");
+    let m = marker(51);
+    let s = w.spawn(&format!("bash -c 'sleep {m} & sleep {m}; wait'"));
+    let job = id(&s);
+    wait_for("both sleeps", || processes_with(&m).len() == 2);
+    let sup = s["supervisorPid"].as_i64().unwrap() as i32;
+    // SAFETY: kill(2) on the supervisor this test started.
+    assert_eq!(unsafe { libc::kill(sup, libc::SIGKILL) }, 0);
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+    let (st, code) = w.json(&["wait", &job, "--timeout", "10000"]);
+    assert_eq!((&st["status"], code), (&"lost".into(), 125), "{st}");
+    assert!(st["error"].as_str().unwrap().contains("supervisor"), "{st}");
+    let (e, code) = w.json(&["send", &job, "x"]);
+    assert_eq!(code, 125, "{e}");
+    // gc removes the lost job's fresh workspace.
+    let ws = s["workspace"].as_str().unwrap();
+    assert!(Path::new(ws).is_dir());
+    let gc = w.ok(&["jobs", "--gc"]);
+    assert!(!Path::new(ws).exists(), "{gc}");
+}
+
+#[test]
+fn output_over_the_cap_keeps_head_and_tail_on_bounded_disk() {
+    let w = World::new("max_output_bytes = 65536");
+    // About 20 MB of numbered lines.
+    let n = 3_000_000u64;
+    let job = id(&w.spawn(&format!("seq 1 {n}")));
+    let st = w.ok(&["wait", &job]);
+    assert_eq!(st["status"], "exited", "{st}");
+    let total: u64 = (1..=n).map(|i| i.to_string().len() as u64 + 1).sum();
+    assert_eq!(st["stdoutBytes"].as_u64().unwrap(), total);
+    assert_eq!(st["truncated"], true);
+    let used = dir_bytes(&w.jobs_dir().join(&job));
+    assert!(used < 3 * 65536 + 16384, "job dir holds {used} bytes");
+
+    let head = w.ok(&["output", &job, "--stream", "stdout", "--limit", "10"]);
+    assert_eq!(head["content"], "1\n2\n3\n4\n5\n");
+    assert_eq!(head["totalSize"].as_u64().unwrap(), total);
+    assert_eq!(head["truncated"], true);
+    // An elided offset answers with the first stored byte after it.
+    let mid = w.ok(&["output", &job, "--stream", "stdout", "--offset", "1000000"]);
+    assert!(
+        mid["offset"].as_u64().unwrap() > 1_000_000,
+        "{}",
+        mid["offset"]
+    );
+    let tail_from = (total - 16).to_string();
+    let tail = w.ok(&["output", &job, "--stream", "stdout", "--offset", &tail_from]);
+    assert_eq!(tail["content"], "2999999\n3000000\n");
+    assert_eq!(tail["hasMore"], false);
+    // Line numbers survive the elision.
+    let g = w.ok(&["grep", &job, "^2999999$", "--stream", "stdout"]);
+    assert_eq!(g["matches"][0]["line"], 2_999_999, "{g}");
+    assert_eq!(g["matches"][0]["offset"].as_u64().unwrap(), total - 16);
+}
+
+#[test]
+fn follow_streams_until_the_job_ends() {
+    let w = World::new("");
+    let job =
+        id(&w.spawn("bash -c 'for i in 1 2 3 4 5; do echo tick $i; sleep 0.1; done; exit 3'"));
+    let out = w.run(&["output", &job, "--follow"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n"
+    );
+    assert_eq!(out.status.code(), Some(3));
+
+    let job = id(&w.spawn("bash -c 'echo a; sleep 0.2; echo b >&2'"));
+    let out = w.run(&["output", &job, "--follow", "--events"]);
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let data: String = events
+        .iter()
+        .filter(|e| e["type"] == "output")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(data, "a\nb\n");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "exit");
+    assert_eq!(last["status"], "exited");
+}
+
+#[test]
+fn a_refused_command_is_refused_at_once_and_leaves_no_job() {
+    let w = World::new("");
+    let (r, code) = w.json(&["spawn", "ls -la"]);
+    assert_eq!(code, 126, "{r}");
+    assert_eq!(r["status"], "denied");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed");
+    let (r, code) = w.json(&["spawn", "echo a; echo b"]);
+    assert_eq!(code, 126);
+    assert_eq!(r["denial"]["rule"], "lex.list");
+    let (r, code) = w.json(&["spawn", "nonexistent-program-xyz"]);
+    assert_eq!(code, 127, "{r}");
+    let (r, code) = w.json(&["spawn", "--cwd", "no/such/dir", "echo hi"]);
+    assert_eq!(code, 126, "a cwd that does not exist: {r}");
+    assert_eq!(w.ok(&["jobs"]), serde_json::json!([]));
+    let (e, code) = w.json(&["status", "12345"]);
+    assert_eq!(code, 2, "{e}");
+    let (e, code) = w.json(&["status", "../x"]);
+    assert_eq!(code, 2, "{e}");
+
+    let w = World::new("max_concurrent = 0");
+    let (r, code) = w.json(&["spawn", "echo hi"]);
+    assert_eq!(code, 126);
+    assert_eq!(r["denial"]["rule"], "jobs.disabled");
+}
+
+#[test]
+fn kill_with_sigkill_and_sigint() {
+    let w = World::new("");
+    let m = marker(61);
+    let job = id(&w.spawn(&format!("bash -c 'sleep {m} & sleep {m}; wait'")));
+    wait_for("sleeps", || processes_with(&m).len() == 2);
+    let st = w.ok(&["kill", &job, "--signal", "KILL"]);
+    assert_eq!(st["status"], "killed", "{st}");
+    assert_eq!(st["signal"], 9, "{st}");
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+
+    // INT reaches the tree: a job that ends on SIGINT by itself.
+    let m = marker(62);
+    let job = id(&w.spawn(&format!(
+        "bash -c 'trap \"echo got-int; exit 7\" INT; sleep {m} & wait'"
+    )));
+    wait_for("sleep", || processes_with(&m).len() == 1);
+    let st = w.ok(&["kill", &job, "--signal", "INT"]);
+    assert_eq!(st["status"], "killed", "{st}");
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+    assert_eq!(w.ok(&["output", &job])["content"], "got-int\n");
+    assert_eq!(
+        (&st["signal"], &st["exitCode"]),
+        (&2.into(), &7.into()),
+        "{st}"
+    );
+    // Killing a finished job just reports it.
+    assert_eq!(w.ok(&["kill", &job])["status"], "killed");
+    let (e, code) = w.json(&["kill", &job, "--signal", "HUP"]);
+    assert_eq!(code, 2, "{e}");
+}
+
+#[test]
+fn gc_removes_finished_jobs_and_crashed_runs_workspaces() {
+    let w = World::new("retain_ms = 0");
+    let m = marker(71);
+    let done = id(&w.spawn("echo done"));
+    w.ok(&["wait", &done]);
+    let live = id(&w.spawn(&format!("sleep {m}")));
+
+    // A run killed with SIGKILL leaves its workspace behind.
+    let mut crashed = w.cmd(&["run", &format!("sleep {m}")]).spawn().unwrap();
+    wait_for("the crashed run's sleep", || processes_with(&m).len() == 2);
+    crashed.kill().unwrap();
+    crashed.wait().unwrap();
+    wait_for("the crashed run's tree to die", || {
+        processes_with(&m).len() == 1
+    });
+    // A workspace kept on purpose must survive.
+    let kept = w.ok(&["run", "--json", "--keep", "echo kept"]);
+    let kept = kept["workspace"].as_str().unwrap().to_string();
+
+    let before: Vec<PathBuf> = std::fs::read_dir(w.workspaces())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(before.len(), 3, "live job, crashed run, kept: {before:?}");
+
+    let gc = w.ok(&["jobs", "--gc"]);
+    assert_eq!(gc["removedJobs"], serde_json::json!([done]), "{gc}");
+    assert_eq!(gc["running"], 1);
+    assert_eq!(gc["removedWorkspaces"].as_array().unwrap().len(), 1, "{gc}");
+    let after: Vec<PathBuf> = std::fs::read_dir(w.workspaces())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(Path::new(&kept).is_dir());
+    assert_eq!(w.ok(&["status", &live])["status"], "running");
+    let (e, code) = w.json(&["status", &done]);
+    assert_eq!(code, 2, "{e}");
+
+    w.ok(&["kill", &live]);
+    assert_eq!(wait_until_gone(&m), Vec::<String>::new());
+
+    // With the default retention, a finished job stays.
+    let w = World::new("");
+    let j = id(&w.spawn("echo x"));
+    w.ok(&["wait", &j]);
+    assert_eq!(
+        w.ok(&["jobs", "--gc"])["removedJobs"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn the_state_dir_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new("");
+    let j = id(&w.spawn("echo x"));
+    w.ok(&["wait", &j]);
+    let mode = std::fs::metadata(w.jobs_dir())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    std::fs::set_permissions(w.jobs_dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (e, code) = w.json(&["status", &j]);
+    assert_eq!(code, 125, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("0700"), "{e}");
+    let (_, code) = w.json(&["spawn", "echo y"]);
+    assert_eq!(code, 125);
+}
+
+#[test]
+fn a_workspace_overlapping_the_state_dir_is_refused() {
+    let w = World::new("");
+    let j = id(&w.spawn("echo x"));
+    w.ok(&["wait", &j]);
+    let state = w.dir.path().join("state");
+    let (e, code) = w.json(&["spawn", "--workspace", state.to_str().unwrap(), "echo hi"]);
+    assert_eq!(code, 2, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("overlaps"), "{e}");
+}
+
+#[test]
+fn a_relative_named_workspace_is_used_and_kept() {
+    let w = World::new("");
+    std::fs::create_dir(w.dir.path().join("mine")).unwrap();
+    let out = w
+        .cmd(&[
+            "spawn",
+            "--workspace",
+            "mine",
+            "bash -c 'echo hi > made.txt; pwd'",
+        ])
+        .current_dir(w.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mine = w.dir.path().join("mine").canonicalize().unwrap();
+    assert_eq!(s["workspace"], mine.to_str().unwrap(), "{s}");
+    let st = w.ok(&["wait", &id(&s)]);
+    assert_eq!(st["status"], "exited", "{st}");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("made.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(
+        w.ok(&["output", &id(&s)])["content"],
+        format!("{}\n", mine.display())
+    );
+}
