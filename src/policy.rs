@@ -38,6 +38,16 @@ pub struct Policy {
     pub output: OutputPolicy,
     pub workspace: WorkspacePolicy,
     pub scopes: Scopes,
+    /// The interactive shell and the login contract (`[shell]`).
+    pub shell: crate::shell::ShellPolicy,
+    /// The audit log (`[audit]`).
+    pub audit: crate::audit::AuditPolicy,
+    /// Per-user sections merged over the policy (`[users.NAME]`).
+    #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
+    pub users: crate::profile::Sections,
+    /// Per-group sections merged over the policy (`[groups.NAME]`).
+    #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
+    pub groups: crate::profile::Sections,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -229,6 +239,10 @@ impl Default for Policy {
             output: OutputPolicy::default(),
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
+            shell: Default::default(),
+            audit: Default::default(),
+            users: Default::default(),
+            groups: Default::default(),
         }
     }
 }
@@ -353,6 +367,7 @@ impl Policy {
                 ));
             }
         }
+        crate::profile::validate(self)?;
         Ok(())
     }
 
