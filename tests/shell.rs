@@ -377,12 +377,16 @@ fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
     let mut c = sys.login(&u, "-agent-rsh", &[]);
     c.env("SECRET_TOKEN", "hunter2-do-not-log");
     let script =
-        "echo one\ncd sub\npwd\nls\n# a comment\ncd ..\ncd ..\ncd up\nid\necho not-reached\n";
+        "help\necho one\ncd sub\npwd\nls\n# a comment\ncd ..\ncd ..\ncd up\nid\necho not-reached\n";
     let out = run_with_stdin(c, script.as_bytes());
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(126), "{stderr}");
     assert!(stdout.contains("one\n"));
+    assert!(
+        stdout.contains("Commands you may run:\n  cat  echo  ls  sleep\n"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains(&format!("{}/sub\n", u.home.display())),
         "{stdout}"
@@ -412,6 +416,7 @@ fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
     assert_eq!(
         cmds,
         [
+            ("help", "allow"),
             ("echo one", "allow"),
             ("cd sub", "allow"),
             ("pwd", "allow"),
@@ -589,6 +594,9 @@ fn interactive_login_shell_in_a_terminal() {
 
     tmux.keys(&["sleep 30", "Enter"]);
     wait_for("sleep to start", || user_has_process(&u.name, "sleep"));
+    // No job control: Ctrl-Z must not stop the command (a stopped command
+    // would not die of the Ctrl-C that follows), nor the shell.
+    tmux.keys(&["C-z"]);
     tmux.keys(&["C-c"]);
     tmux.wait("the prompt after Ctrl-C", |s| prompts(s) == 5);
     wait_for("sleep to be gone", || !user_has_process(&u.name, "sleep"));
@@ -613,8 +621,88 @@ fn interactive_login_shell_in_a_terminal() {
         .iter()
         .find(|r| cmd_of(r).as_deref() == Some("sleep 30"))
         .unwrap();
-    assert_eq!(sleep["status"], "interrupted");
+    // The terminal's SIGINT reaches the command and agent-rsh at once:
+    // either may be seen first, both mean 130.
+    assert_eq!(sleep["exitCode"], 130, "{sleep}");
     assert_eq!(sleep["face"], "interactive");
     assert!(sleep["tty"].as_str().unwrap().starts_with("/dev/pts/"));
     assert_eq!(recs.last().unwrap()["event"], "session-end");
+}
+
+#[test]
+fn hangup_ends_the_session_and_the_running_command() {
+    let sys = System::new(BASE);
+    let u = User::new(&[]);
+    let login = sys.login(&u, "-agent-rsh", &[]);
+    let mut line = String::new();
+    for a in std::iter::once(login.get_program()).chain(login.get_args()) {
+        line.push_str(&format!(
+            "'{}' ",
+            a.to_str().unwrap().replace('\'', r"'\''")
+        ));
+    }
+    let tmux = Tmux {
+        socket: unique("arsh-tmux-"),
+    };
+    let st = tmux
+        .cmd()
+        .args(["new-session", "-d", "-s", "t", "-x", "160", "-y", "50"])
+        .arg(line)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let prompt = format!("{}:~$ ", u.name);
+    tmux.wait("the prompt", |s| s.contains(&prompt));
+    tmux.keys(&["sleep 30", "Enter"]);
+    wait_for("sleep to start", || user_has_process(&u.name, "sleep"));
+    // Closing the terminal sends SIGHUP to the session.
+    let _ = tmux.cmd().args(["kill-session", "-t", "t"]).status();
+    wait_for("the session-end record", || {
+        sys.audit_records()
+            .last()
+            .is_some_and(|r| r["event"] == "session-end")
+    });
+    wait_for("sleep to be gone", || !user_has_process(&u.name, "sleep"));
+    let recs = sys.audit_records();
+    let sleep = recs.iter().find(|r| r["command"] == "sleep 30").unwrap();
+    assert_eq!(sleep["status"], "interrupted");
+    assert_eq!(recs.last().unwrap()["detail"], "signal 1");
+}
+
+#[test]
+fn agent_runs_are_audited_only_when_asked_and_without_env_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let policy = dir.path().join("p.toml");
+    let write = |agent: bool| {
+        std::fs::write(
+            &policy,
+            format!(
+                "[commands]\nallow = [\"echo\"]\n[audit]\npath = \"{}\"\nagent = {agent}\n",
+                log.display()
+            ),
+        )
+        .unwrap()
+    };
+    let run = || {
+        Command::new(bin())
+            .args(["run", "--policy"])
+            .arg(&policy)
+            .args(["--env", "API_TOKEN=s3cret-value", "--", "echo", "hi"])
+            .output()
+            .unwrap()
+    };
+    write(false);
+    assert_eq!(run().status.code(), Some(0));
+    assert!(!log.exists(), "audit.agent defaults to off");
+    write(true);
+    let out = run();
+    assert_eq!(text(&out.stdout), "hi\n");
+    let raw = std::fs::read_to_string(&log).unwrap();
+    assert!(!raw.contains("s3cret"), "{raw}");
+    let rec: Value = serde_json::from_str(raw.trim()).unwrap();
+    assert_eq!(rec["face"], "run");
+    assert_eq!(rec["envNames"], serde_json::json!(["API_TOKEN"]));
+    assert_eq!(rec["verdict"], "allow");
+    assert_eq!(rec["exitCode"], 0);
 }

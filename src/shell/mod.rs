@@ -19,6 +19,23 @@
 //! is honoured only when the effective system policy for this user says
 //! `shell.allow_policy_env = true`; otherwise users could pick their own.
 
+/// `eprintln!` without the panic: a hung-up terminal or a closed pipe must
+/// not take the session down before it logs its end.
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` without the panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod session;
 
 use crate::audit::{AuditLog, Origin, Record};
@@ -134,7 +151,7 @@ pub fn main(inv: Result<Invocation, String>) -> i32 {
     let inv = match inv {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("agent-rsh: {e}");
+            say_err!("agent-rsh: {e}");
             return code::USAGE;
         }
     };
@@ -146,13 +163,13 @@ pub fn main(inv: Result<Invocation, String>) -> i32 {
     let login = match Login::establish(face) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("agent-rsh: {e}");
-            eprintln!("agent-rsh: nothing was run");
+            say_err!("agent-rsh: {e}");
+            say_err!("agent-rsh: nothing was run");
             return code::FAILED;
         }
     };
     if let Err(e) = crate::exec::install_signal_forwarding() {
-        eprintln!("agent-rsh: cannot install signal handlers: {e}");
+        say_err!("agent-rsh: cannot install signal handlers: {e}");
         return code::FAILED;
     }
     let mut s = session::Session::new(login);
@@ -267,7 +284,7 @@ fn login_policy(who: &Identity) -> Result<(Policy, String), PolicyError> {
             Ok((policy, describe(&path, &sections)))
         }
         Some(_) => {
-            eprintln!(
+            say_err!(
                 "agent-rsh: ignoring $AGENT_RSH_POLICY: {SYSTEM_POLICY} does not let users choose their policy (shell.allow_policy_env)"
             );
             Ok((policy, describe(system, &sections)))

@@ -32,6 +32,8 @@ pub struct Session {
     refusals: u32,
     last_status: i32,
     interactive: bool,
+    /// Where the current line started, for its audit record.
+    line_cwd: PathBuf,
 }
 
 impl Session {
@@ -43,6 +45,7 @@ impl Session {
             refusals: 0,
             last_status: 0,
             interactive: false,
+            line_cwd: PathBuf::new(),
         }
     }
 
@@ -69,7 +72,7 @@ impl Session {
                 Ok(0) => return self.end("end of input", self.last_status),
                 Ok(_) => {}
                 Err(e) => {
-                    eprintln!("agent-rsh: cannot read standard input: {e}");
+                    say_err!("agent-rsh: cannot read standard input: {e}");
                     return self.end("read error", code::FAILED);
                 }
             }
@@ -113,7 +116,7 @@ impl Session {
         let mut rl = match editor {
             Ok(e) => e,
             Err(e) => {
-                eprintln!("agent-rsh: cannot set up line editing: {e}");
+                say_err!("agent-rsh: cannot set up line editing: {e}");
                 return self.end("terminal error", code::FAILED);
             }
         };
@@ -123,7 +126,7 @@ impl Session {
                 let _ = rl.add_history_entry(l.as_str());
             }
         }
-        println!(
+        say!(
             "agent-rsh: restricted shell for {}; `help` lists what you may run.",
             self.login.identity.user
         );
@@ -151,14 +154,14 @@ impl Session {
                     if let Some(c) = self.pending_signal() {
                         return c;
                     }
-                    println!();
+                    say!("");
                     return self.end("end of input", 0);
                 }
                 Err(e) => {
                     if let Some(c) = self.pending_signal() {
                         return c;
                     }
-                    eprintln!("agent-rsh: cannot read the terminal: {e}");
+                    say_err!("agent-rsh: cannot read the terminal: {e}");
                     return self.end("terminal error", code::FAILED);
                 }
             }
@@ -195,7 +198,7 @@ impl Session {
             rec.refusals = Some(self.refusals);
             rec.exit_code = Some(code);
             if let Err(e) = log.append(&rec) {
-                eprintln!("agent-rsh: {e}");
+                say_err!("agent-rsh: {e}");
             }
         }
         code
@@ -210,6 +213,7 @@ impl Session {
     }
 
     fn line(&mut self, text: &str, stdin: StdinMode) -> Next {
+        self.line_cwd = self.abs_cwd();
         let trimmed = text.trim_matches([' ', '\t']);
         if trimmed.is_empty() || trimmed.starts_with('#') {
             return Next::Continue;
@@ -229,7 +233,7 @@ impl Session {
                 Err(d) => self.finish(RunResult::denied(text.into(), d)),
             },
             "pwd" => {
-                println!("{}", self.abs_cwd().display());
+                say!("{}", self.abs_cwd().display());
                 self.finish(builtin(0))
             }
             "help" => {
@@ -241,7 +245,7 @@ impl Session {
                     None => self.last_status,
                     Some(Ok(n)) => i32::from(n),
                     Some(Err(_)) => {
-                        eprintln!("agent-rsh: exit: the status must be a number from 0 to 255");
+                        say_err!("agent-rsh: exit: the status must be a number from 0 to 255");
                         return self.finish(builtin(code::USAGE));
                     }
                 };
@@ -266,7 +270,18 @@ impl Session {
                     ..RunOptions::default()
                 };
                 let r = engine::execute(&self.login.policy, &req, &opts, &mut LiveSink);
-                self.finish(r)
+                let hangup = match (r.status, r.signal) {
+                    (Status::Interrupted, Some(s)) if s == libc::SIGHUP || s == libc::SIGTERM => {
+                        Some(s)
+                    }
+                    _ => None,
+                };
+                match (self.finish(r), hangup) {
+                    (Next::Continue, Some(s)) => {
+                        Next::Exit(self.end(&format!("signal {s}"), 128 + s))
+                    }
+                    (next, _) => next,
+                }
             }
         }
     }
@@ -282,19 +297,19 @@ impl Session {
         if let Some(log) = &self.login.audit {
             let mut rec = Record::command(
                 &self.login.origin,
-                Some(self.abs_cwd().display().to_string()),
+                Some(self.line_cwd.display().to_string()),
                 &r,
             );
             if r.status == Status::Denied {
                 rec.refusals = Some(self.refusals);
             }
             if let Err(e) = log.append(&rec) {
-                eprintln!("agent-rsh: {e}; ending the session, which cannot be audited");
+                say_err!("agent-rsh: {e}; ending the session, which cannot be audited");
                 return Next::Exit(code::FAILED);
             }
         }
         if r.status == Status::Denied && limit > 0 && self.refusals >= limit {
-            eprintln!(
+            say_err!(
                 "agent-rsh: {} refused commands; the session ends (shell.warning_limit = {limit})",
                 self.refusals
             );
@@ -367,7 +382,7 @@ impl Session {
             [] => "",
             [a] => a.as_str(),
             _ => {
-                eprintln!("agent-rsh: cd: one directory at most");
+                say_err!("agent-rsh: cd: one directory at most");
                 return Ok(code::USAGE);
             }
         };
@@ -402,7 +417,7 @@ impl Session {
             Ok(real) => {
                 let rel = real.strip_prefix(ws.root()).unwrap_or(&rel).to_path_buf();
                 if rel.to_str().is_none() {
-                    eprintln!("agent-rsh: cd: {arg}: the name is not UTF-8");
+                    say_err!("agent-rsh: cd: {arg}: the name is not UTF-8");
                     return Ok(1);
                 }
                 self.prev_cwd = std::mem::replace(&mut self.cwd, rel);
@@ -410,7 +425,7 @@ impl Session {
             }
             Err(d) if d.rule == "cwd.escape" => Err(escape()),
             Err(_) => {
-                eprintln!("agent-rsh: cd: {arg}: no such directory");
+                say_err!("agent-rsh: cd: {arg}: no such directory");
                 Ok(1)
             }
         }
