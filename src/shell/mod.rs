@@ -217,6 +217,25 @@ impl Login {
         if !home.is_dir() {
             return Err(format!("home {} is not a directory", home.display()));
         }
+        // Commands may write anywhere in the home: a program found there
+        // could be replaced by the user.
+        let lookups = policy
+            .commands
+            .search_path
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(policy.commands.allow.iter().map(Path::new))
+            .filter(|p| p.is_absolute());
+        for p in lookups {
+            let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            if real.starts_with(&home) {
+                return Err(format!(
+                    "the policy looks up programs in {}, inside the home directory {} that commands may write; remove it from commands.search_path and commands.allow",
+                    p.display(),
+                    home.display()
+                ));
+            }
+        }
         let origin = Origin::current(face, user.name, uid);
         let audit = if policy.audit.login {
             let log = AuditLog::open(&policy.audit.path).map_err(|e| {
