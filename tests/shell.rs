@@ -566,12 +566,10 @@ fn user_has_process(user: &str, name: &str) -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn interactive_login_shell_in_a_terminal() {
-    let sys = System::new(BASE);
-    let u = User::new(&[]);
-    let status = sys.shared("status");
-    let login = sys.login(&u, "-agent-rsh", &[]);
+/// The login shell of `u` in a fresh tmux terminal; its exit status goes
+/// to `status`.
+fn start_shell(sys: &System, u: &User, status: &Path) -> Tmux {
+    let login = sys.login(u, "-agent-rsh", &[]);
     let mut line = String::new();
     for a in std::iter::once(login.get_program()).chain(login.get_args()) {
         line.push_str(&format!(
@@ -592,6 +590,48 @@ fn interactive_login_shell_in_a_terminal() {
         .status()
         .unwrap();
     assert!(st.success());
+    tmux
+}
+
+#[test]
+fn a_planted_history_symlink_is_not_followed() {
+    let sys = System::new(BASE);
+    let u = User::new(&[]);
+    // A file the account may write but its commands may not: agent-rsh
+    // itself is unconfined, so it must not be steered into writing it.
+    let victim = sys.shared("victim");
+    std::fs::write(&victim, "").unwrap();
+    chmod(&victim, 0o600);
+    assert!(
+        Command::new("chown")
+            .arg(&u.name)
+            .arg(&victim)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::os::unix::fs::symlink(&victim, u.home.join(".agent-rsh_history")).unwrap();
+    let status = sys.shared("status");
+    let tmux = start_shell(&sys, &u, &status);
+    let prompt = format!("{}:~$ ", u.name);
+    tmux.wait("the prompt", |s| s.contains(&prompt));
+    tmux.keys(&["echo planted", "Enter"]);
+    tmux.wait("the output", |s| s.lines().any(|l| l == "planted"));
+    tmux.keys(&["C-d"]);
+    wait_for("the shell to exit", || {
+        std::fs::read_to_string(&status).is_ok_and(|s| s.ends_with('\n'))
+    });
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "0");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "");
+    assert!(u.home.join(".agent-rsh_history").is_symlink());
+}
+
+#[test]
+fn interactive_login_shell_in_a_terminal() {
+    let sys = System::new(BASE);
+    let u = User::new(&[]);
+    let status = sys.shared("status");
+    let tmux = start_shell(&sys, &u, &status);
     let prompt = format!("{}:~$ ", u.name);
     let prompts = |s: &str| s.matches(prompt.as_str()).count();
     tmux.wait("the first prompt", |s| prompts(s) == 1);
@@ -653,24 +693,7 @@ fn interactive_login_shell_in_a_terminal() {
 fn hangup_ends_the_session_and_the_running_command() {
     let sys = System::new(BASE);
     let u = User::new(&[]);
-    let login = sys.login(&u, "-agent-rsh", &[]);
-    let mut line = String::new();
-    for a in std::iter::once(login.get_program()).chain(login.get_args()) {
-        line.push_str(&format!(
-            "'{}' ",
-            a.to_str().unwrap().replace('\'', r"'\''")
-        ));
-    }
-    let tmux = Tmux {
-        socket: unique("arsh-tmux-"),
-    };
-    let st = tmux
-        .cmd()
-        .args(["new-session", "-d", "-s", "t", "-x", "160", "-y", "50"])
-        .arg(line)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let tmux = start_shell(&sys, &u, &sys.shared("status"));
     let prompt = format!("{}:~$ ", u.name);
     tmux.wait("the prompt", |s| s.contains(&prompt));
     tmux.keys(&["sleep 30", "Enter"]);
