@@ -263,9 +263,28 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 
+    // cd takes absolute paths inside the home, none outside it.
+    let out = sys
+        .login(&u, "agent-rsh", &["-c", "cd /etc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        text(&out.stderr).contains("denied (cd.escape)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let inside = format!("cd {}", u.home.display());
+    let out = sys
+        .login(&u, "agent-rsh", &["-c", &inside])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
     let recs = sys.audit_records();
     let cmds: Vec<_> = recs.iter().filter(|r| r["event"] == "command").collect();
-    assert_eq!(cmds.len(), 6);
+    assert_eq!(cmds.len(), 8);
+    assert_eq!(cmds[6]["rule"], "cd.escape");
     assert_eq!(cmds[0]["verdict"], "allow");
     assert_eq!(cmds[0]["user"], u.name.as_str());
     assert_eq!(cmds[0]["face"], "login-command");
