@@ -517,14 +517,22 @@ fn concurrent_sessions_leave_only_whole_lines_in_the_audit_log() {
 }
 
 /// A tmux server of its own, killed on drop.
+/// Its socket lives in a directory of its own, removed with it.
 struct Tmux {
-    socket: String,
+    dir: tempfile::TempDir,
 }
 
 impl Tmux {
+    fn new() -> Tmux {
+        Tmux {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
     fn cmd(&self) -> Command {
         let mut c = Command::new("tmux");
-        c.args(["-L", &self.socket, "-f", "/dev/null"]);
+        c.arg("-S").arg(self.dir.path().join("socket"));
+        c.args(["-f", "/dev/null"]);
         c
     }
 
@@ -596,9 +604,7 @@ fn start_shell(sys: &System, u: &User, status: &Path) -> Tmux {
             a.to_str().unwrap().replace('\'', r"'\''")
         ));
     }
-    let tmux = Tmux {
-        socket: unique("arsh-tmux-"),
-    };
+    let tmux = Tmux::new();
     let st = tmux
         .cmd()
         .args(["new-session", "-d", "-s", "t", "-x", "160", "-y", "50"])
