@@ -309,7 +309,7 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
 
     // An audit log the account cannot write: nothing runs.
     sys.write_policy(
-        "[commands]\nallow = [\"echo\"]\n[audit]\npath = \"/root/nope/audit.jsonl\"\n",
+        "confinement = \"best-effort\"\n[commands]\nallow = [\"echo\"]\n[audit]\npath = \"/root/nope/audit.jsonl\"\n",
     );
     let out = sys
         .login(&u, "-agent-rsh", &["-c", "echo hi"])
@@ -317,10 +317,15 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("audit log"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // Programs looked up in the writable home: refused.
     sys.write_policy(&format!(
-        "[commands]\nallow = [\"echo\"]\nsearch_path = [\"{}/bin\", \"/usr/bin\"]\n[audit]\nlogin = false\n",
+        "confinement = \"best-effort\"\n[commands]\nallow = [\"echo\"]\nsearch_path = [\"{}/bin\", \"/usr/bin\"]\n[audit]\nlogin = false\n",
         u.home.display()
     ));
     let out = sys
@@ -330,6 +335,20 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
     assert_eq!(out.status.code(), Some(125));
     assert!(
         text(&out.stderr).contains("commands.search_path"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // "required" confinement, which an account cannot have: said at login.
+    sys.write_policy("[commands]\nallow = [\"echo\"]\n[audit]\nlogin = false\n");
+    let out = sys
+        .login(&u, "-agent-rsh", &["-c", "echo hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(out.stdout.is_empty());
+    assert!(
+        text(&out.stderr).contains("best-effort"),
         "{}",
         text(&out.stderr)
     );

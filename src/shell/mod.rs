@@ -217,6 +217,17 @@ impl Login {
         if !home.is_dir() {
             return Err(format!("home {} is not a directory", home.display()));
         }
+        // exec needs a PID namespace under "required"; an account without
+        // the privilege to create one would see every command fail, so say
+        // it once, at login, with what to change.
+        if policy.confinement == crate::policy::ConfinementMode::Required
+            && !crate::confine::probe::try_namespaces(libc::CLONE_NEWPID as libc::c_ulong).0
+        {
+            return Err(format!(
+                "{} cannot create a PID namespace here, which confinement = \"required\" needs for every command; set confinement = \"best-effort\" for login accounts (Landlock, seccomp and the limits still apply)",
+                identity.user
+            ));
+        }
         // Commands may write anywhere in the home: a program found there
         // could be replaced by the user.
         let lookups = policy
