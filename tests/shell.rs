@@ -497,6 +497,22 @@ fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
 }
 
 #[test]
+fn a_removed_current_directory_returns_the_session_home() {
+    let sys = System::new(&BASE.replace("\"sleep\"", "\"sleep\", \"rmdir\""));
+    let u = User::new(&[]);
+    std::fs::create_dir(u.home.join("sub")).unwrap();
+    let script = "cd sub\nrmdir ../sub\nls\npwd\n";
+    let out = run_with_stdin(sys.login(&u, "-agent-rsh", &[]), script.as_bytes());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("the current directory is gone"), "{stderr}");
+    assert_eq!(text(&out.stdout), format!("{}\n", u.home.display()));
+    assert_eq!(out.status.code(), Some(0));
+    let end = sys.audit_records().pop().unwrap();
+    assert_eq!(end["event"], "session-end");
+    assert_eq!(end["refusals"], 0);
+}
+
+#[test]
 fn concurrent_sessions_leave_only_whole_lines_in_the_audit_log() {
     let sys = System::new(BASE);
     let u = User::new(&[]);

@@ -270,6 +270,13 @@ impl Session {
                     ..RunOptions::default()
                 };
                 let r = engine::execute(&self.login.policy, &req, &opts, &mut LiveSink);
+                if is_missing_cwd(&r) {
+                    // A command removed the directory the shell was in.
+                    self.cwd = PathBuf::new();
+                    say_err!(
+                        "agent-rsh: the current directory is gone; back in the home directory"
+                    );
+                }
                 let hangup = match (r.status, r.signal) {
                     (Status::Interrupted, Some(s)) if s == libc::SIGHUP || s == libc::SIGTERM => {
                         Some(s)
@@ -290,7 +297,8 @@ impl Session {
     fn finish(&mut self, r: RunResult) -> Next {
         self.last_status = r.exit_code();
         let limit = self.login.policy.shell.warning_limit;
-        if r.status == Status::Denied {
+        // A vanished cwd is the session's state, not the user's attempt.
+        if r.status == Status::Denied && !is_missing_cwd(&r) {
             self.refusals += 1;
         }
         self.report(&r, limit);
@@ -343,7 +351,7 @@ impl Session {
                 if let Some(h) = hint {
                     line.push_str(&format!("; hint: {h}"));
                 }
-                if r.status == Status::Denied && limit > 0 {
+                if r.status == Status::Denied && limit > 0 && !is_missing_cwd(r) {
                     line.push_str(&format!(" [refusal {} of {limit}]", self.refusals));
                 }
                 let _ = writeln!(err, "{line}");
@@ -455,6 +463,10 @@ impl Session {
             p.limits.timeout_ms.div_ceil(1000)
         );
     }
+}
+
+fn is_missing_cwd(r: &RunResult) -> bool {
+    r.status == Status::Denied && r.denial.as_ref().is_some_and(|d| d.rule == "cwd.missing")
 }
 
 /// Live output: the command's bytes to our stdout and stderr as they arrive.
