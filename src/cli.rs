@@ -148,7 +148,11 @@ enum PolicyCmd {
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     sanitize_std_fds();
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(inv) = crate::shell::detect(&args) {
+        return crate::shell::main(inv);
+    }
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -212,6 +216,13 @@ fn cmd_run(a: RunArgs) -> i32 {
         eprintln!("agent-rsh: cannot install signal handlers: {e}");
         return code::FAILED;
     }
+    let audit = match crate::audit::open_for_agent(&policy) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("agent-rsh: {e}; nothing was run (the policy asks for audit.agent)");
+            return code::FAILED;
+        }
+    };
     let req = Request {
         command: a.command.input(),
         cwd: a.cwd.clone(),
@@ -246,6 +257,11 @@ fn cmd_run(a: RunArgs) -> i32 {
     } else {
         engine::execute(&policy, &req, &opts, &mut TextSink)
     };
+    if let Some(log) = &audit
+        && let Err(e) = crate::audit::record_agent_run(log, &a.env, &r)
+    {
+        eprintln!("agent-rsh: warning: {e}");
+    }
     if a.json || a.events {
         print_json_result(&r, a.events);
     } else {

@@ -92,6 +92,24 @@ pub fn install_signal_forwarding() -> io::Result<()> {
     interrupts().map(|_| ())
 }
 
+/// Empties the forwarding pipe and returns the last signal in it, if any.
+/// A face that runs several commands (the interactive shell) calls this
+/// between runs, so a signal that arrived after one run ended does not
+/// interrupt the next.
+pub fn take_pending_signal() -> io::Result<Option<i32>> {
+    let ints = interrupts()?;
+    let mut last = None;
+    let mut b = [0u8; 64];
+    loop {
+        // SAFETY: read into a stack buffer from our non-blocking pipe.
+        let n = unsafe { libc::read(ints.read.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+        if n <= 0 {
+            return Ok(last);
+        }
+        last = Some(b[n as usize - 1] as i32);
+    }
+}
+
 fn pipe(flags: i32) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two fds into the array.

@@ -4,6 +4,7 @@
 //! `Denial`; effectful edge (`workspace`, `confine`, `exec`) runs the plan;
 //! `engine` is the one door every face (`cli`) goes through.
 
+pub mod audit;
 pub mod check;
 pub mod cli;
 pub mod confine;
@@ -14,5 +15,7 @@ pub mod lex;
 pub mod mcp;
 pub mod plan;
 pub mod policy;
+pub mod profile;
 pub mod result;
+pub mod shell;
 pub mod workspace;

@@ -42,6 +42,16 @@ pub struct Policy {
     pub mcp: crate::mcp::McpPolicy,
     /// Background jobs (`spawn` and friends).
     pub jobs: crate::jobs::JobsPolicy,
+    /// The interactive shell and the login contract (`[shell]`).
+    pub shell: crate::shell::ShellPolicy,
+    /// The audit log (`[audit]`).
+    pub audit: crate::audit::AuditPolicy,
+    /// Per-user sections merged over the policy (`[users.NAME]`).
+    #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
+    pub users: crate::profile::Sections,
+    /// Per-group sections merged over the policy (`[groups.NAME]`).
+    #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
+    pub groups: crate::profile::Sections,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -235,6 +245,10 @@ impl Default for Policy {
             scopes: Scopes::default(),
             mcp: crate::mcp::McpPolicy::default(),
             jobs: crate::jobs::JobsPolicy::default(),
+            shell: Default::default(),
+            audit: Default::default(),
+            users: Default::default(),
+            groups: Default::default(),
         }
     }
 }
@@ -361,6 +375,7 @@ impl Policy {
                 ));
             }
         }
+        crate::profile::validate(self)?;
         Ok(())
     }
 
