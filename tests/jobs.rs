@@ -210,6 +210,17 @@ fn spawn_returns_at_once_then_output_pages_grep_finds_and_kill_ends_it() {
         g["total"].as_u64().unwrap() >= 3 && g["truncated"] == true,
         "{g}"
     );
+    // From the previous nextOffset on, only lines that came since.
+    let seen = g["total"].as_u64().unwrap();
+    let next = g["nextOffset"].as_u64().unwrap().to_string();
+    let mut later = Value::Null;
+    wait_for("new lines to grep", || {
+        later = w.ok(&["grep", &job, "tick", "--offset", &next]);
+        later["total"].as_u64().unwrap() > 0
+    });
+    let first_new = &later["matches"][0];
+    assert_eq!(first_new["line"].as_u64().unwrap(), seen + 1, "{later}");
+    assert_eq!(first_new["text"], format!("tick {}", seen + 1));
 
     // kill from yet another process: the tree is gone.
     assert!(!processes_with(&m).is_empty(), "the ticker's sleeps run");
@@ -263,10 +274,10 @@ fn max_concurrent_holds_when_spawns_race() {
     let w = World::new("max_concurrent = 2");
     let m = marker(31);
     let sleeper = format!("sleep {m}");
-    // Eight spawns started at the same instant: exactly two get through.
-    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    // Twenty-four spawns started at the same instant: exactly two get through.
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(24));
     let results: Vec<(Value, i32)> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..8)
+        let hs: Vec<_> = (0..24)
             .map(|_| {
                 let b = barrier.clone();
                 let w = &w;

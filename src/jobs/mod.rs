@@ -75,12 +75,14 @@ impl Default for JobsPolicy {
 
 /// The smallest per-stream cap: enough for a useful head and tail.
 pub const MIN_OUTPUT_BYTES: u64 = 1024;
+/// The largest: `grep` holds one stream's stored bytes in memory.
+pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
 
 impl JobsPolicy {
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_output_bytes < MIN_OUTPUT_BYTES {
+        if !(MIN_OUTPUT_BYTES..=MAX_OUTPUT_BYTES).contains(&self.max_output_bytes) {
             return Err(format!(
-                "jobs.max_output_bytes must be at least {MIN_OUTPUT_BYTES}"
+                "jobs.max_output_bytes must be between {MIN_OUTPUT_BYTES} and {MAX_OUTPUT_BYTES}"
             ));
         }
         if self.max_runtime_ms == 0 {
