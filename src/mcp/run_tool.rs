@@ -27,6 +27,7 @@ pub const TOOL: Tool = Tool {
         idempotent: false,
         open_world: true,
     },
+    long_running: true,
     prepare,
 };
 
