@@ -827,3 +827,47 @@ fn workspace_flag_keeps_files_between_calls() {
         "kept\n"
     );
 }
+
+#[test]
+fn a_client_that_does_not_read_cannot_stall_the_deadline() {
+    let p = shell_policy();
+    let marker = unique_sleep(47);
+    let mut child = Command::new(BIN)
+        .args(["mcp", "--policy"])
+        .arg(&p.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let line = "x".repeat(200);
+    let cmd = format!("bash -c 'sleep {marker} & while :; do echo {line}; done'");
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                     "params": {"name": "run", "arguments": {"command": cmd, "timeoutMs": 1500},
+                                "_meta": {"progressToken": "flood"}}});
+    writeln!(stdin, "{req}").unwrap();
+    stdin.flush().unwrap();
+    // Nobody reads the server's stdout: its pipe fills within milliseconds.
+    assert!(
+        wait_for(|| sleeps_with(&marker).len() == 1),
+        "the sleep never started"
+    );
+    assert!(
+        wait_for(|| sleeps_with(&marker).is_empty()),
+        "the deadline did not kill the tree while the client was not reading"
+    );
+    // Once the client reads, the answer arrives.
+    let stdout = child.stdout.take().unwrap();
+    let response = BufReader::new(stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+        .find(|v| v.get("id") == Some(&json!(1)))
+        .expect("no response");
+    assert_eq!(
+        response["result"]["structuredContent"]["status"], "timedOut",
+        "{}",
+        response["result"]["content"][0]["text"]
+    );
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -107,6 +107,7 @@ fn capabilities() -> Value {
 struct InFlight {
     cancelled: Arc<AtomicBool>,
     cancel_w: OwnedFd,
+    long_running: bool,
 }
 
 /// Counts worker threads so shutdown can wait for them.
@@ -339,7 +340,7 @@ impl Server {
                     format!("request id {key} is already in use by a call in progress"),
                 ));
             }
-            if map.len() >= max {
+            if tool.long_running && map.values().filter(|f| f.long_running).count() >= max {
                 let r = busy(name, max);
                 self.out.result(id, finish(r.to_json(), &era));
                 return Ok(());
@@ -356,6 +357,7 @@ impl Server {
                 InFlight {
                     cancelled: cancelled.clone(),
                     cancel_w,
+                    long_running: tool.long_running,
                 },
             );
             *lock(&self.workers.count) += 1;

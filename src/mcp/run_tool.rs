@@ -27,6 +27,7 @@ pub const TOOL: Tool = Tool {
         idempotent: false,
         open_world: true,
     },
+    long_running: true,
     prepare,
 };
 
@@ -343,22 +344,27 @@ fn nonce() -> String {
 
 /// Output forwarded as progress per call; after it, elapsed time only.
 const FORWARD_CAP: usize = 1 << 20;
-/// Pending text flushed at once from this size.
+/// Pending text that wakes the sender at once.
 const FLUSH_BYTES: usize = 16 * 1024;
-/// How often pending text is flushed.
+/// Pending text kept while the client is slow to read; more is dropped
+/// (and counted) so the run's poll loop never waits for the client.
+const PENDING_MAX: usize = 256 * 1024;
+/// How often pending text is sent.
 const TICK: Duration = Duration::from_millis(100);
 /// Elapsed-time notifications while the command is silent.
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
-/// Turns output into `notifications/progress`: chunks are coalesced for
-/// at most `TICK`, and a silent command still reports its elapsed time
-/// every `HEARTBEAT`.
+/// Turns output into `notifications/progress`. The run's poll loop only
+/// appends to a bounded buffer; a sender thread writes it out every
+/// `TICK` (sooner when `FLUSH_BYTES` are pending) and reports the elapsed
+/// time every `HEARTBEAT` while the command is silent. So a client that
+/// does not read its stdout cannot stall the run or its deadline.
 struct ProgressSink {
     shared: Option<Arc<Shared>>,
     /// Remove ANSI escapes, as the RunResult does (`output.strip_ansi`),
     /// so a command cannot drive the client's terminal through progress.
     strip_ansi: bool,
-    ticker: Option<std::thread::JoinHandle<()>>,
+    sender: Option<std::thread::JoinHandle<()>>,
     chunkers: [Utf8Chunker; 2],
     scratch: Vec<u8>,
 }
@@ -369,78 +375,101 @@ struct Shared {
     wake: Condvar,
 }
 
+#[derive(Default)]
 struct Pending {
-    text: String,
-    stream: Stream,
+    /// Text per stream, in order of arrival.
+    segments: Vec<(Stream, String)>,
+    bytes: usize,
     forwarded: usize,
+    /// Bytes dropped because the client was slow to read.
+    dropped: usize,
     capped: bool,
     done: bool,
-    last_sent: Instant,
 }
 
 impl Shared {
-    fn flush(&self, p: &mut Pending) {
-        if p.text.is_empty() {
-            return;
-        }
-        let stream = match p.stream {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        };
-        self.progress.notify(
-            Some(&p.text),
-            Some(json!({ "dev.agent-rsh/stream": stream })),
-        );
-        p.text.clear();
-        p.last_sent = Instant::now();
-    }
-
     fn push(&self, stream: Stream, text: &str) {
         let mut p = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if p.capped || text.is_empty() {
             return;
         }
-        if p.stream != stream {
-            self.flush(&mut p);
-            p.stream = stream;
-        }
-        let room = FORWARD_CAP - p.forwarded;
-        let mut take = text.len().min(room);
+        let mut take = text.len().min(FORWARD_CAP - p.forwarded);
         while !text.is_char_boundary(take) {
             take -= 1;
         }
-        p.text.push_str(&text[..take]);
         p.forwarded += take;
-        if take < text.len() {
+        let mut text = text[..take].to_string();
+        if p.forwarded >= FORWARD_CAP {
             p.capped = true;
-            p.text.push_str(
+            text.push_str(
                 "\n[agent-rsh: further output is not sent as progress; the result keeps its head and tail]\n",
             );
         }
-        if p.text.len() >= FLUSH_BYTES || p.capped {
-            self.flush(&mut p);
+        if p.bytes + text.len() > PENDING_MAX {
+            p.dropped += take;
+            return;
+        }
+        p.bytes += text.len();
+        match p.segments.last_mut() {
+            Some((s, t)) if *s == stream => t.push_str(&text),
+            _ => p.segments.push((stream, text)),
+        }
+        if p.bytes >= FLUSH_BYTES {
+            self.wake.notify_one();
         }
     }
 
-    fn tick(self: Arc<Self>) {
-        let mut p = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    /// The sender thread: the only writer of this call's progress.
+    fn send_loop(self: Arc<Self>) {
+        let mut last_sent = Instant::now();
         loop {
-            p = self
-                .wake
-                .wait_timeout(p, TICK)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            if p.done {
+            let (segments, dropped, done) = {
+                let mut p = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if !p.done && p.bytes < FLUSH_BYTES {
+                    p = self
+                        .wake
+                        .wait_timeout(p, TICK)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                p.bytes = 0;
+                (
+                    std::mem::take(&mut p.segments),
+                    std::mem::take(&mut p.dropped),
+                    p.done,
+                )
+            };
+            let mut dropped = dropped;
+            if dropped > 0 && segments.is_empty() {
+                self.progress.notify(Some(&slow_note(dropped)), None);
+                last_sent = Instant::now();
+            }
+            for (stream, mut text) in segments {
+                let name = match stream {
+                    Stream::Stdout => "stdout",
+                    Stream::Stderr => "stderr",
+                };
+                if dropped > 0 {
+                    text.insert_str(0, &slow_note(dropped));
+                    dropped = 0;
+                }
+                self.progress
+                    .notify(Some(&text), Some(json!({ "dev.agent-rsh/stream": name })));
+                last_sent = Instant::now();
+            }
+            if done {
                 return;
             }
-            if !p.text.is_empty() {
-                self.flush(&mut p);
-            } else if p.last_sent.elapsed() >= HEARTBEAT {
+            if last_sent.elapsed() >= HEARTBEAT {
                 self.progress.notify(None, None);
-                p.last_sent = Instant::now();
+                last_sent = Instant::now();
             }
         }
     }
+}
+
+fn slow_note(dropped: usize) -> String {
+    format!("[agent-rsh: {dropped} bytes were not sent as progress: the client read slowly]\n")
 }
 
 impl ProgressSink {
@@ -448,28 +477,23 @@ impl ProgressSink {
         let shared = progress.map(|progress| {
             Arc::new(Shared {
                 progress,
-                state: Mutex::new(Pending {
-                    text: String::new(),
-                    stream: Stream::Stdout,
-                    forwarded: 0,
-                    capped: false,
-                    done: false,
-                    last_sent: Instant::now(),
-                }),
+                state: Mutex::new(Pending::default()),
                 wake: Condvar::new(),
             })
         });
-        let ticker = shared.clone().map(|s| std::thread::spawn(move || s.tick()));
+        let sender = shared
+            .clone()
+            .map(|s| std::thread::spawn(move || s.send_loop()));
         ProgressSink {
             shared,
             strip_ansi,
-            ticker,
+            sender,
             chunkers: Default::default(),
             scratch: Vec::new(),
         }
     }
 
-    /// Sends what is pending and stops the ticker, before the response.
+    /// Sends what is pending and stops the sender, before the response.
     fn finish(mut self) {
         let Some(shared) = self.shared.clone() else {
             return;
@@ -479,13 +503,9 @@ impl ProgressSink {
                 shared.push(stream, &String::from_utf8_lossy(&rest));
             }
         }
-        {
-            let mut p = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            shared.flush(&mut p);
-            p.done = true;
-        }
+        shared.state.lock().unwrap_or_else(|e| e.into_inner()).done = true;
         shared.wake.notify_all();
-        if let Some(t) = self.ticker.take() {
+        if let Some(t) = self.sender.take() {
             let _ = t.join();
         }
     }

@@ -28,12 +28,17 @@ pub struct Tool {
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     pub annotations: Annotations,
+    /// Counts toward `mcp.max_concurrent_calls`. Quick tools (a job's
+    /// status, output or kill) do not, so they stay callable while the
+    /// limit is reached.
+    pub long_running: bool,
     /// Checks the arguments; the error text becomes a -32602 message.
     pub prepare: fn(&Context, &Map<String, Value>) -> Result<Work, String>,
 }
 
 /// Every tool the server offers, in the order `tools/list` shows them.
-/// Background-job tools join as one entry each.
+/// Background-job tools join as one entry each (what they share, such as
+/// the job table, goes into `Context`).
 pub const TOOLS: &[Tool] = &[super::run_tool::TOOL];
 
 pub fn find(name: &str) -> Option<&'static Tool> {
