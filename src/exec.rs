@@ -304,6 +304,7 @@ pub fn run(
     let mut out_open = true;
     let mut err_open = true;
     let mut guardian_done = false;
+    let mut status_open = true;
     let mut drain_until: Option<Instant> = None;
     let mut warnings = Vec::new();
 
@@ -351,7 +352,7 @@ pub fn run(
             pfd(err_r.as_raw_fd(), err_open),
             pfd(ints.read.as_raw_fd(), true),
             pfd(pidfd.as_raw_fd(), !guardian_done),
-            pfd(status_r.as_raw_fd(), !guardian_done),
+            pfd(status_r.as_raw_fd(), !guardian_done && status_open),
             libc::pollfd {
                 fd: stdin_writer.as_ref().map_or(-1, |(w, _)| w.as_raw_fd()),
                 events: libc::POLLOUT,
@@ -396,7 +397,7 @@ pub fn run(
             }
         }
         if fds[4].revents != 0 {
-            read_status(&status_r, &mut child_pid, &mut child_status);
+            status_open = read_status(&status_r, &mut child_pid, &mut child_status);
         }
         if fds[5].revents != 0
             && let Some((w, rest)) = &mut stdin_writer
@@ -418,7 +419,7 @@ pub fn run(
         }
         if fds[3].revents != 0 && !guardian_done {
             reap(guardian);
-            read_status(&status_r, &mut child_pid, &mut child_status);
+            let _ = read_status(&status_r, &mut child_pid, &mut child_status);
             guardian_done = true;
             stdin_writer = None;
             // In a PID namespace every writer is dead now; otherwise a
@@ -547,7 +548,7 @@ fn read_exec_error(fd: &OwnedFd) -> Option<(Stage, i32)> {
 }
 
 /// Reads the guardian's 5-byte messages: the command's pid, then its status.
-fn read_status(fd: &OwnedFd, pid: &mut Option<i32>, status: &mut Option<i32>) {
+fn read_status(fd: &OwnedFd, pid: &mut Option<i32>, status: &mut Option<i32>) -> bool {
     set_nonblocking(fd.as_raw_fd());
     let mut b = [0u8; 5];
     loop {
@@ -555,7 +556,7 @@ fn read_status(fd: &OwnedFd, pid: &mut Option<i32>, status: &mut Option<i32>) {
         // atomically (below PIPE_BUF).
         let n = unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
         if n != 5 {
-            return;
+            return n != 0;
         }
         let v = i32::from_ne_bytes([b[1], b[2], b[3], b[4]]);
         match b[0] {
