@@ -37,7 +37,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
+/// The binary under test: this build's, or `AGENT_RSH_BENCH_BIN` to compare
+/// another build in the same conditions.
+fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("AGENT_RSH_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-rsh").into())
+    })
+}
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
@@ -201,7 +209,16 @@ fn install_peers() {
         eprintln!("--with-peers: {cmd:?}");
         matches!(cmd.status(), Ok(s) if s.success())
     };
-    if !(apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", "bubblewrap", "firejail"])) {
+    if !(apt(&["update", "-qq"])
+        && apt(&[
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "bubblewrap",
+            "firejail",
+        ]))
+    {
         eprintln!("--with-peers: apt-get failed; peers that are missing are left out");
     }
 }
@@ -297,7 +314,7 @@ fn overhead(opts: &Options, t: &mut Table) {
     let mut candidates: Vec<(&'static str, Option<Vec<OsString>>)> = vec![
         (
             "agent-rsh run --json -- true",
-            Some(os(&[BIN, "run", "--json", "--", "true"])),
+            Some(os(&[bin(), "run", "--json", "--", "true"])),
         ),
         ("/bin/true", Some(os(&["/bin/true"]))),
         (
@@ -356,10 +373,13 @@ fn overhead(opts: &Options, t: &mut Table) {
     )
     .expect("write policy");
     let parts: Vec<(&'static str, Vec<OsString>)> = vec![
-        ("agent-rsh --version", os(&[BIN, "--version"])),
-        ("agent-rsh check -- true", os(&[BIN, "check", "--", "true"])),
+        ("agent-rsh --version", os(&[bin(), "--version"])),
+        (
+            "agent-rsh check -- true",
+            os(&[bin(), "check", "--", "true"]),
+        ),
         ("agent-rsh run --json (confinement off) -- true", {
-            let mut v = os(&[BIN, "run", "--json", "--policy"]);
+            let mut v = os(&[bin(), "run", "--json", "--policy"]);
             v.push(off.clone().into_os_string());
             v.extend(os(&["--", "true"]));
             v
@@ -459,6 +479,23 @@ fn overhead(opts: &Options, t: &mut Table) {
             target,
             v,
         );
+        if !target.is_empty() {
+            // CPU time is less sensitive to a busy machine than wall time.
+            let cpu: Vec<f64> = contenders[0]
+                .cpu
+                .iter()
+                .zip(&c.cpu)
+                .map(|(a, b)| a / b.max(1e-3))
+                .collect();
+            let (m, lo, hi) = quartiles(&cpu);
+            t.row(
+                format!("agent-rsh ÷ `{}`, CPU time", c.name),
+                format!("{m:.2}×"),
+                format!("{lo:.2}–{hi:.2}"),
+                "",
+                Verdict::Info,
+            );
+        }
     }
     // The parts, as shares of the whole run's wall time.
     for c in contenders.iter().filter(|c| c.part) {
@@ -591,7 +628,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
 // --------------------------------------------------------------- streaming
 
 fn agent_stream(mode: Option<&str>, bytes: u64) -> Vec<OsString> {
-    let mut v = os(&[BIN, "run"]);
+    let mut v = os(&[bin(), "run"]);
     if let Some(m) = mode {
         v.push(m.into());
     }
@@ -841,7 +878,7 @@ fn concurrency(opts: &Options, t: &mut Table) {
     let t0 = Instant::now();
     let mut children = Vec::new();
     for _ in 0..n {
-        let c = Command::new(BIN)
+        let c = Command::new(bin())
             .args(["run", "--json", "--policy"])
             .arg(&policy)
             .arg("--")
