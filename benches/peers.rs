@@ -37,7 +37,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
+/// The binary under test: this build's, or `AGENT_RSH_BENCH_BIN` to compare
+/// another build in the same conditions.
+fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("AGENT_RSH_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-rsh").into())
+    })
+}
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
@@ -189,23 +197,29 @@ fn main() {
 }
 
 fn install_peers() {
-    let sudo = !nix_is_root();
-    let mut cmd = if sudo {
-        Command::new("sudo")
-    } else {
-        Command::new("apt-get")
+    let apt = |args: &[&str]| {
+        let mut cmd = if nix_is_root() {
+            Command::new("apt-get")
+        } else {
+            let mut c = Command::new("sudo");
+            c.arg("apt-get");
+            c
+        };
+        cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        eprintln!("--with-peers: {cmd:?}");
+        matches!(cmd.status(), Ok(s) if s.success())
     };
-    if sudo {
-        cmd.arg("apt-get");
-    }
-    cmd.args(["install", "-y", "-qq", "bubblewrap", "firejail"]);
-    cmd.env("DEBIAN_FRONTEND", "noninteractive");
-    eprintln!("--with-peers: {cmd:?}");
-    match cmd.status() {
-        Ok(s) if s.success() => {}
-        other => eprintln!(
-            "--with-peers: apt-get failed ({other:?}); peers that are missing are left out"
-        ),
+    if !(apt(&["update", "-qq"])
+        && apt(&[
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "bubblewrap",
+            "firejail",
+        ]))
+    {
+        eprintln!("--with-peers: apt-get failed; peers that are missing are left out");
     }
 }
 
@@ -259,10 +273,22 @@ fn quiet(argv: &[OsString]) -> Command {
     c
 }
 
-fn timed(argv: &[OsString]) -> (Duration, std::io::Result<ExitStatus>) {
+/// Wall time and CPU time (user + system of the process and everything it
+/// reaped) of one run.
+fn timed(argv: &[OsString]) -> (Duration, Duration, std::io::Result<ExitStatus>) {
+    let before = children_cpu();
     let t = Instant::now();
     let st = quiet(argv).status();
-    (t.elapsed(), st)
+    (t.elapsed(), children_cpu().saturating_sub(before), st)
+}
+
+fn children_cpu() -> Duration {
+    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage with a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn os(v: &[&str]) -> Vec<OsString> {
@@ -274,7 +300,11 @@ fn os(v: &[&str]) -> Vec<OsString> {
 struct Contender {
     name: &'static str,
     argv: Vec<OsString>,
+    /// Wall and CPU milliseconds per round.
     times: Vec<f64>,
+    cpu: Vec<f64>,
+    /// Part of agent-rsh's own cost, shown to say where the time goes.
+    part: bool,
 }
 
 fn overhead(opts: &Options, t: &mut Table) {
@@ -284,7 +314,7 @@ fn overhead(opts: &Options, t: &mut Table) {
     let mut candidates: Vec<(&'static str, Option<Vec<OsString>>)> = vec![
         (
             "agent-rsh run --json -- true",
-            Some(os(&[BIN, "run", "--json", "--", "true"])),
+            Some(os(&[bin(), "run", "--json", "--", "true"])),
         ),
         ("/bin/true", Some(os(&["/bin/true"]))),
         (
@@ -333,8 +363,35 @@ fn overhead(opts: &Options, t: &mut Table) {
             }),
         ),
     ];
+    // Where agent-rsh's time goes: the bare binary, the string layer, and a
+    // run without the kernel layer (no Landlock, seccomp or PID namespace).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let off = dir.path().join("off.toml");
+    std::fs::write(
+        &off,
+        "confinement = \"off\"\n[commands]\nallow = [\"true\"]\n",
+    )
+    .expect("write policy");
+    let parts: Vec<(&'static str, Vec<OsString>)> = vec![
+        ("agent-rsh --version", os(&[bin(), "--version"])),
+        (
+            "agent-rsh check -- true",
+            os(&[bin(), "check", "--", "true"]),
+        ),
+        ("agent-rsh run --json (confinement off) -- true", {
+            let mut v = os(&[bin(), "run", "--json", "--policy"]);
+            v.push(off.clone().into_os_string());
+            v.extend(os(&["--", "true"]));
+            v
+        }),
+    ];
     let mut contenders = Vec::new();
-    for (name, argv) in candidates.drain(..) {
+    let all = candidates
+        .drain(..)
+        .map(|(n, a)| (n, a, false))
+        .chain(parts.into_iter().map(|(n, a)| (n, Some(a), true)))
+        .collect::<Vec<_>>();
+    for (name, argv, part) in all {
         let Some(argv) = argv else {
             t.note(format!(
                 "{name}: not installed, left out (`-- --with-peers` installs bwrap and firejail)"
@@ -373,6 +430,8 @@ fn overhead(opts: &Options, t: &mut Table) {
                 name,
                 argv,
                 times: Vec::new(),
+                cpu: Vec::new(),
+                part,
             });
         }
     }
@@ -380,9 +439,12 @@ fn overhead(opts: &Options, t: &mut Table) {
     for round in 0..rounds {
         for k in 0..n {
             let c = &mut contenders[(round + k) % n];
-            let (d, st) = timed(&c.argv);
+            let (d, cpu, st) = timed(&c.argv);
             match st {
-                Ok(s) if s.success() => c.times.push(d.as_secs_f64() * 1e3),
+                Ok(s) if s.success() => {
+                    c.times.push(d.as_secs_f64() * 1e3);
+                    c.cpu.push(cpu.as_secs_f64() * 1e3);
+                }
                 other => {
                     t.fail(format!("{} failed in round {round}: {other:?}", c.name));
                     return;
@@ -392,16 +454,17 @@ fn overhead(opts: &Options, t: &mut Table) {
     }
     for c in &contenders {
         let (m, lo, hi) = quartiles(&c.times);
+        let (cpu, ..) = quartiles(&c.cpu);
         t.row(
-            format!("`{}`, ms", c.name),
-            format!("{m:.2}"),
+            format!("`{}`, wall ms (CPU ms)", c.name),
+            format!("{m:.2} ({cpu:.2})"),
             format!("{lo:.2}–{hi:.2}"),
             "",
             Verdict::Info,
         );
     }
     let agent = &contenders[0].times;
-    for c in &contenders[1..] {
+    for c in contenders[1..].iter().filter(|c| !c.part) {
         let ratios: Vec<f64> = agent.iter().zip(&c.times).map(|(a, b)| a / b).collect();
         let (m, lo, hi) = quartiles(&ratios);
         let (target, v) = match c.name {
@@ -415,6 +478,35 @@ fn overhead(opts: &Options, t: &mut Table) {
             format!("{lo:.2}–{hi:.2}"),
             target,
             v,
+        );
+        if !target.is_empty() {
+            // CPU time is less sensitive to a busy machine than wall time.
+            let cpu: Vec<f64> = contenders[0]
+                .cpu
+                .iter()
+                .zip(&c.cpu)
+                .map(|(a, b)| a / b.max(1e-3))
+                .collect();
+            let (m, lo, hi) = quartiles(&cpu);
+            t.row(
+                format!("agent-rsh ÷ `{}`, CPU time", c.name),
+                format!("{m:.2}×"),
+                format!("{lo:.2}–{hi:.2}"),
+                "",
+                Verdict::Info,
+            );
+        }
+    }
+    // The parts, as shares of the whole run's wall time.
+    for c in contenders.iter().filter(|c| c.part) {
+        let ratios: Vec<f64> = c.times.iter().zip(agent).map(|(p, a)| p / a).collect();
+        let (m, lo, hi) = quartiles(&ratios);
+        t.row(
+            format!("`{}` ÷ agent-rsh run", c.name),
+            format!("{m:.2}×"),
+            format!("{lo:.2}–{hi:.2}"),
+            "",
+            Verdict::Info,
         );
     }
     t.note(format!(
@@ -439,66 +531,96 @@ const COMMANDS: &[&str] = &[
     "curl -fsSL https://example.com/install.sh",
 ];
 
+/// A label, whether the 5 µs target applies, and the call to time.
+type Probe = (String, bool, Box<dyn Fn()>);
+
 fn check_latency(opts: &Options, t: &mut Table) {
     t.section("2. lex + check per command, in process (`check::check`, embedded default policy)");
     let policy = Policy::embedded();
     let requests: Vec<Request> = COMMANDS.iter().map(|c| Request::line(*c)).collect();
+    // Where the time goes, on the longest allowed command: the lexer, the
+    // program's resolution (search path, canonical path, metadata) and the
+    // environment (screening this process's variables).
+    let longest = COMMANDS[5];
+    let mut probes: Vec<Probe> = Vec::new();
+    for (cmd, req) in COMMANDS.iter().zip(requests) {
+        let outcome = match check::check(&policy, &req) {
+            Ok(_) => "allowed".to_string(),
+            Err(d) => format!("refused: {}", d.rule),
+        };
+        let p = policy.clone();
+        probes.push((
+            format!("`{cmd}` ({outcome})"),
+            true,
+            Box::new(move || {
+                let _ = black_box(check::check(&p, black_box(&req)));
+            }),
+        ));
+    }
+    probes.push((
+        format!("of which lex, `{longest}`"),
+        false,
+        Box::new(move || {
+            let _ = black_box(lex::lex(black_box(longest), 8192));
+        }),
+    ));
+    let p = policy.clone();
+    probes.push((
+        "of which resolve `find` (search path, canonicalize, stat)".into(),
+        false,
+        Box::new(move || {
+            let _ = black_box(check::resolve(&p, black_box("find")));
+        }),
+    ));
+    let p = policy.clone();
+    probes.push((
+        "of which environment (screen inherited variables)".into(),
+        false,
+        Box::new(move || {
+            let _ = black_box(check::env::build(&p, &[], &mut std::env::vars_os()));
+        }),
+    ));
     // Iterations per batch so one batch takes about 2 ms.
-    let per_batch: Vec<u32> = requests
+    let per_batch: Vec<u32> = probes
         .iter()
-        .map(|r| {
+        .map(|(_, _, f)| {
             let t0 = Instant::now();
             let mut k = 0;
             while t0.elapsed() < Duration::from_millis(20) {
-                let _ = black_box(check::check(&policy, black_box(r)));
+                f();
                 k += 1;
             }
             (k / 10).max(1)
         })
         .collect();
     let batches = if opts.quick { 30 } else { 200 };
-    let mut us: Vec<Vec<f64>> = vec![Vec::new(); requests.len()];
+    let mut us: Vec<Vec<f64>> = vec![Vec::new(); probes.len()];
     for b in 0..batches {
-        for k in 0..requests.len() {
-            let i = (b + k) % requests.len();
+        for k in 0..probes.len() {
+            let i = (b + k) % probes.len();
             let t0 = Instant::now();
             for _ in 0..per_batch[i] {
-                let _ = black_box(check::check(&policy, black_box(&requests[i])));
+                (probes[i].2)();
             }
             us[i].push(t0.elapsed().as_secs_f64() * 1e6 / per_batch[i] as f64);
         }
     }
-    for (i, cmd) in COMMANDS.iter().enumerate() {
-        let outcome = match check::check(&policy, &requests[i]) {
-            Ok(_) => "allowed".to_string(),
-            Err(d) => format!("refused: {}", d.rule),
-        };
+    for (i, (label, judged, _)) in probes.iter().enumerate() {
         let (m, lo, hi) = quartiles(&us[i]);
+        let (target, v) = match judged {
+            true => ("≤ 5 µs", verdict(m <= 5.0)),
+            false => ("", Verdict::Info),
+        };
         t.row(
-            format!("`{cmd}` ({outcome}), µs"),
+            format!("{label}, µs"),
             format!("{m:.2}"),
             format!("{lo:.2}–{hi:.2}"),
-            "≤ 5 µs",
-            verdict(m <= 5.0),
+            target,
+            v,
         );
     }
-    // Where the time goes: the lexer alone, on the longest command.
-    let longest = COMMANDS[5];
-    let n = 200_000;
-    let t0 = Instant::now();
-    for _ in 0..n {
-        let _ = black_box(lex::lex(black_box(longest), 8192));
-    }
-    let lex_us = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
-    t.row(
-        format!("of which lex alone, `{longest}`, µs"),
-        format!("{lex_us:.2}"),
-        "–".into(),
-        "",
-        Verdict::Info,
-    );
     t.note(format!(
-        "check: {batches} batches per command, commands interleaved; the environment of this process ({} variables) is screened on every check",
+        "check: {batches} batches per probe, probes interleaved; the environment of this process ({} variables) is screened on every check",
         std::env::vars_os().count()
     ));
 }
@@ -506,7 +628,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
 // --------------------------------------------------------------- streaming
 
 fn agent_stream(mode: Option<&str>, bytes: u64) -> Vec<OsString> {
-    let mut v = os(&[BIN, "run"]);
+    let mut v = os(&[bin(), "run"]);
     if let Some(m) = mode {
         v.push(m.into());
     }
@@ -597,7 +719,7 @@ fn streaming(opts: &Options, t: &mut Table) {
 }
 
 fn ok_time(argv: &[OsString]) -> std::io::Result<Duration> {
-    let (d, st) = timed(argv);
+    let (d, _, st) = timed(argv);
     let st = st?;
     if st.success() {
         Ok(d)
@@ -756,7 +878,7 @@ fn concurrency(opts: &Options, t: &mut Table) {
     let t0 = Instant::now();
     let mut children = Vec::new();
     for _ in 0..n {
-        let c = Command::new(BIN)
+        let c = Command::new(bin())
             .args(["run", "--json", "--policy"])
             .arg(&policy)
             .arg("--")
