@@ -128,7 +128,13 @@ struct CheckArgs {
 #[derive(Subcommand)]
 enum PolicyCmd {
     /// Print the effective policy with every default filled in.
-    Show(PolicyArg),
+    Show {
+        #[command(flatten)]
+        policy: PolicyArg,
+        /// List the argument rules and guards in force instead.
+        #[arg(long)]
+        rules: bool,
+    },
     /// Validate a policy file.
     Check {
         /// The policy file.
@@ -325,9 +331,9 @@ fn cmd_check(a: CheckArgs) -> i32 {
         env: a.env.clone(),
         stdin: StdinMode::Null,
     };
-    let verdict = check::check(&policy, &req);
+    let (verdict, judged) = check::check_judged(&policy, &req);
     if a.json {
-        let v = match &verdict {
+        let mut v = match &verdict {
             Ok(plan) => serde_json::json!({
                 "verdict": "allow",
                 "command": req.display(),
@@ -341,6 +347,8 @@ fn cmd_check(a: CheckArgs) -> i32 {
                 "denial": d,
             }),
         };
+        v["findings"] = serde_json::json!(judged.findings);
+        v["normalized"] = serde_json::json!(judged.levels);
         println!("{v}");
     } else {
         match &verdict {
@@ -356,6 +364,7 @@ fn cmd_check(a: CheckArgs) -> i32 {
             }
             Err(d) => println!("deny: {d}"),
         }
+        print!("{}", check::judge::findings_text(&judged));
     }
     match verdict {
         Ok(_) => 0,
@@ -383,10 +392,18 @@ fn shell_words(argv: &[String]) -> String {
 
 fn cmd_policy(p: PolicyCmd) -> i32 {
     match p {
-        PolicyCmd::Show(arg) => match Policy::locate(arg.policy.as_deref()) {
+        PolicyCmd::Show { policy: arg, rules } => match Policy::locate(arg.policy.as_deref()) {
+            Ok((policy, source)) if rules => {
+                print!(
+                    "{}",
+                    check::judge::rules_in_force(&policy, &source.to_string())
+                );
+                0
+            }
             Ok((policy, source)) => {
                 println!("# effective policy, from {source}");
                 print!("{}", policy.to_toml());
+                print!("{}", check::judge::packs_summary(&policy));
                 0
             }
             Err(e) => report_policy_error(&e),

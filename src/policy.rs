@@ -38,6 +38,10 @@ pub struct Policy {
     pub output: OutputPolicy,
     pub workspace: WorkspacePolicy,
     pub scopes: Scopes,
+    /// Built-in argument and guard packs switched off: `[packs]`.
+    pub packs: crate::check::packs::PackSwitches,
+    /// The policy's own argument rules and guards: `[[rules]]`.
+    pub rules: Vec<crate::check::rules::RuleSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -229,6 +233,8 @@ impl Default for Policy {
             output: OutputPolicy::default(),
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
+            packs: Default::default(),
+            rules: Vec::new(),
         }
     }
 }
@@ -314,6 +320,8 @@ impl Policy {
 
     /// Semantic checks serde cannot express.
     fn validate(&self) -> Result<(), String> {
+        self.packs.validate()?;
+        crate::check::packs::validate_policy_rules(&self.rules)?;
         if self.max_command_bytes == 0 {
             return Err("max_command_bytes must be at least 1".into());
         }
