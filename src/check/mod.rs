@@ -9,6 +9,7 @@ pub mod args;
 pub mod env;
 pub mod judge;
 pub mod packs;
+pub mod reach;
 pub mod rules;
 pub mod wrappers;
 
