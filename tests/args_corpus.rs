@@ -61,7 +61,7 @@ fn judged(p: &Policy, cmd: &str) -> Result<Judgement, Denial> {
         .map(|w| w.text)
         .collect();
     fake_resolve(p, &argv[0])?;
-    Ok(judge::judge(p, &argv, &mut |n| fake_resolve(p, n)))
+    Ok(judge::judge(p, &argv, &mut |n| fake_resolve(p, n), true))
 }
 
 fn expect_fires(p: &Policy, cases: &[(String, String, String)], failures: &mut Vec<String>) {

@@ -88,16 +88,21 @@ struct Word<'s> {
 
 struct Judge<'p, 'r> {
     policy: &'p Policy,
+    /// Keep the normalized argv of each level (for `check`); the hot path
+    /// of `run` skips it.
+    explain: bool,
     resolve: &'r mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
     out: Judgement,
 }
 
 /// Judges `argv` (its program already resolved by the caller). `resolve`
 /// resolves inner commands of wrappers as the first word is resolved.
+/// `explain` keeps the normalized argv of every level in `levels`.
 pub fn judge(
     policy: &Policy,
     argv: &[String],
     resolve: &mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
+    explain: bool,
 ) -> Judgement {
     let words: Vec<Word> = argv
         .iter()
@@ -109,6 +114,7 @@ pub fn judge(
         .collect();
     let mut j = Judge {
         policy,
+        explain,
         resolve,
         out: Judgement::default(),
     };
@@ -136,12 +142,14 @@ impl Judge<'_, '_> {
         }
         let b = builtin();
         let n = normalize(b, program, &texts);
-        self.out.levels.push(Level {
-            depth,
-            command: program.to_string(),
-            arg_index: words[0].at,
-            normalized: n.display(),
-        });
+        if self.explain {
+            self.out.levels.push(Level {
+                depth,
+                command: program.to_string(),
+                arg_index: words[0].at,
+                normalized: n.display(),
+            });
+        }
         let policy = self.policy;
         let rules = b
             .rules_for(program)

@@ -137,14 +137,14 @@ impl std::fmt::Display for Denial {
 
 /// The whole check: a request either becomes a `Plan` or is refused.
 pub fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
-    check_judged(policy, req).0
+    check_into(policy, req, &mut judge::Judgement::default(), false)
 }
 
 /// The check, with what the argument rules saw (for `agent-rsh check`):
 /// every rule that fired and the argv as each program reads it.
 pub fn check_judged(policy: &Policy, req: &Request) -> (Result<Plan, Denial>, judge::Judgement) {
     let mut judgement = judge::Judgement::default();
-    let plan = check_into(policy, req, &mut judgement);
+    let plan = check_into(policy, req, &mut judgement, true);
     (plan, judgement)
 }
 
@@ -152,10 +152,11 @@ fn check_into(
     policy: &Policy,
     req: &Request,
     judgement: &mut judge::Judgement,
+    explain: bool,
 ) -> Result<Plan, Denial> {
     let argv = split(policy, &req.command)?;
     let program = resolve(policy, &argv[0])?;
-    *judgement = judge::judge(policy, &argv, &mut |name| resolve(policy, name));
+    *judgement = judge::judge(policy, &argv, &mut |name| resolve(policy, name), explain);
     if let Some(d) = judgement.denial.clone() {
         return Err(d);
     }
