@@ -377,7 +377,8 @@ fn cmd_check(a: CheckArgs) -> i32 {
             }
             Err(d) => println!("deny: {d}"),
         }
-        print!("{}", check::judge::findings_text(&judged));
+        // A closed stdout (`| head`) must not turn into a panic.
+        let _ = std::io::stdout().write_all(check::judge::findings_text(&judged).as_bytes());
     }
     match verdict {
         Ok(_) => 0,

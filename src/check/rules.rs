@@ -414,6 +414,68 @@ mod tests {
         assert!(fires(&r, "prog -o ..foo").is_none());
     }
 
+    /// Reads `cmd` with the built-in grammars (npm has subcommands).
+    fn fires_builtin(r: &RuleSpec, cmd: &str) -> Option<Hit> {
+        let argv: Vec<&str> = cmd.split(' ').collect();
+        let n = normalize(crate::check::packs::builtin(), argv[0], &argv);
+        r.check(&n, &argv)
+    }
+
+    #[test]
+    fn subcommand_kinds_and_positional_shapes() {
+        let only = rule(
+            r#"id = "local.npm.only"
+            commands = ["npm"]
+            subcommand_not_in = ["ci", "test", "run"]
+            reason = "r"
+            hint = "h""#,
+        );
+        assert_eq!(fires_builtin(&only, "npm exec x").map(|h| h.index), Some(1));
+        assert_eq!(
+            fires_builtin(&only, "npm --global install x").map(|h| h.index),
+            Some(2)
+        );
+        assert!(fires_builtin(&only, "npm run build").is_none());
+        assert!(fires_builtin(&only, "npm --silent test").is_none());
+        assert!(fires_builtin(&only, "npm").is_none());
+
+        let relative = rule(
+            r#"id = "local.cat.relative"
+            commands = ["cat"]
+            positional_not = '^[^/]'
+            reason = "r"
+            hint = "h""#,
+        );
+        assert_eq!(
+            fires(&relative, "cat a /etc/passwd").map(|h| h.index),
+            Some(2)
+        );
+        assert!(fires(&relative, "cat a b").is_none());
+        assert_eq!(fires(&relative, "cat -- /x").map(|h| h.index), Some(2));
+
+        let two = rule(
+            r#"id = "local.cp.two"
+            commands = ["cp"]
+            positional = '^dst$'
+            min_positionals = 3
+            reason = "r"
+            hint = "h""#,
+        );
+        assert!(fires(&two, "cp a dst").is_none());
+        assert!(fires(&two, "cp a b dst").is_some());
+
+        let word = rule(
+            r#"id = "local.zip.tt"
+            commands = ["zip"]
+            word = '^-[a-z]*TT'
+            except = '^-xTT$'
+            reason = "r"
+            hint = "h""#,
+        );
+        assert_eq!(fires(&word, "zip a.zip -rTT sh").map(|h| h.index), Some(2));
+        assert!(fires(&word, "zip a.zip -xTT").is_none());
+    }
+
     #[test]
     fn malformed_rules_are_refused() {
         for bad in [
