@@ -257,7 +257,7 @@ pub fn findings_text(j: &Judgement) -> String {
     }
     for f in &j.findings {
         out += &format!(
-            "  fired: {} [{:?} -> {:?}] argument {} `{}`: {}\n",
+            "  fired: {} [{} -> {}] argument {} `{}`: {}\n",
             f.rule, f.severity, f.verdict, f.arg_index, f.seen, f.reason
         );
     }
@@ -291,8 +291,8 @@ pub fn packs_summary(policy: &Policy) -> String {
 pub fn rules_in_force(policy: &Policy, source: &str) -> String {
     let b = builtin();
     let mut out = format!(
-        "# rules in force, from {source} (trust = {:?})\n# pack\trule\tseverity -> verdict\tcommands\treason\n",
-        policy.trust
+        "# rules in force, from {source} (trust = {})\n# pack\trule\tseverity -> verdict\tcommands\treason\n",
+        format!("{:?}", policy.trust).to_lowercase()
     );
     let mut seen = std::collections::BTreeSet::new();
     let rows = b
@@ -306,7 +306,7 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
             continue;
         }
         out += &format!(
-            "{pack}\t{}\t{:?} -> {:?}\t{}\t{}\n",
+            "{pack}\t{}\t{} -> {}\t{}\t{}\n",
             r.id,
             r.severity,
             r.severity.verdict(policy.trust),

@@ -69,21 +69,18 @@ impl Builtin {
         Ok(b)
     }
 
-    /// Built-in rules for `program`, in pack order.
-    pub fn rules_for<'a>(&'a self, program: &str) -> impl Iterator<Item = &'a RuleSpec> + 'a {
+    /// Built-in rules for `program`: exact names first, then patterns.
+    /// No allocation: this runs for every command.
+    pub fn rules_for<'a>(&'a self, program: &'a str) -> impl Iterator<Item = &'a RuleSpec> + 'a {
         let exact = self
             .rules_by_name
             .get(program)
             .map_or(&[][..], Vec::as_slice);
-        let mut ids: Vec<usize> = exact.to_vec();
-        ids.extend(
-            self.rule_globs
-                .iter()
-                .copied()
-                .filter(|&i| self.rules[i].applies_to(program)),
-        );
-        ids.sort_unstable();
-        ids.into_iter().map(move |i| &self.rules[i])
+        let globs = self
+            .rule_globs
+            .iter()
+            .filter(move |i| !exact.contains(i) && self.rules[**i].applies_to(program));
+        exact.iter().chain(globs).map(move |&i| &self.rules[i])
     }
 
     pub fn wrapper(&self, program: &str) -> Option<&WrapperSpec> {
