@@ -110,6 +110,10 @@ pub struct RuleSpec {
     /// Fires when a positional does not match this regex (required shape).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub positional_not: Option<String>,
+    /// Positionals are paths: compare them lexically normalized (`//`,
+    /// `.` and `..` resolved), so `/usr/../` is `/` and `a/../..` is `..`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paths: bool,
     /// A raw argv word (after the program name) matching this regex, for
     /// programs whose parsers are not getopt (`zip -TT`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,6 +179,30 @@ impl OptName {
                         || (o.long.is_empty() && !o.written.is_empty() && l.starts_with(o.written)))
             }
         }
+    }
+}
+
+/// A path with `//`, `.` and `..` resolved without touching the disk: what
+/// it names if no component is a symlink. `..` at `/` stays `/`; leading
+/// `..` of a relative path stay.
+pub fn lexical_path(p: &str) -> String {
+    let absolute = p.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|l| *l != "..") => {
+                parts.pop();
+            }
+            ".." if absolute => {}
+            c => parts.push(c),
+        }
+    }
+    let body = parts.join("/");
+    match (absolute, body.is_empty()) {
+        (true, _) => format!("/{body}"),
+        (false, true) => ".".to_string(),
+        (false, false) => body,
     }
 }
 
@@ -309,22 +337,33 @@ impl RuleSpec {
                 seen: o.display(),
             });
         }
+        let as_path = |w: &'_ str| -> String {
+            if self.paths {
+                lexical_path(w)
+            } else {
+                w.to_string()
+            }
+        };
         if let Some(re) = &c.positional {
             let (w, i) = n
                 .positionals()
                 .enumerate()
                 .filter(|(k, _)| self.positional_index.is_none_or(|want| want == *k))
                 .map(|(_, p)| p)
-                .find(|(w, _)| re.is_match(w) && !excepted(w))?;
+                .find(|(w, _)| {
+                    let w = as_path(w);
+                    re.is_match(&w) && !excepted(&w)
+                })?;
             hit = Some(Hit {
                 index: i,
                 seen: w.to_string(),
             });
         }
         if let Some(re) = &c.positional_not {
-            let (w, i) = n
-                .positionals()
-                .find(|(w, _)| !re.is_match(w) && !excepted(w))?;
+            let (w, i) = n.positionals().find(|(w, _)| {
+                let w = as_path(w);
+                !re.is_match(&w) && !excepted(&w)
+            })?;
             hit = Some(Hit {
                 index: i,
                 seen: w.to_string(),
@@ -495,6 +534,27 @@ mod tests {
         );
         assert_eq!(fires(&word, "zip a.zip -rTT sh").map(|h| h.index), Some(2));
         assert!(fires(&word, "zip a.zip -xTT").is_none());
+    }
+
+    #[test]
+    fn paths_are_compared_lexically() {
+        for (p, want) in [
+            ("/", "/"),
+            ("//", "/"),
+            ("/usr/../", "/"),
+            ("/../..", "/"),
+            ("/usr/./lib/", "/usr/lib"),
+            (".", "."),
+            ("./", "."),
+            ("./.", "."),
+            ("build/..", "."),
+            ("build/../..", ".."),
+            ("../a/../..", "../.."),
+            ("./build", "build"),
+            ("a//b/", "a/b"),
+        ] {
+            assert_eq!(lexical_path(p), want, "{p}");
+        }
     }
 
     #[test]
