@@ -334,3 +334,116 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
     out += "\n";
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Trust;
+
+    fn judged(trust: Trust, cmd: &str) -> Judgement {
+        let mut p = Policy::default();
+        p.trust = trust;
+        p.commands.allow = [
+            "env", "bash", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git", "nice",
+        ]
+        .map(String::from)
+        .to_vec();
+        let argv: Vec<String> = crate::lex::lex(cmd, 8192)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.text)
+            .collect();
+        let allow = p.commands.allow.clone();
+        judge(
+            &p,
+            &argv,
+            &mut |name: &str| {
+                if allow.iter().any(|a| a == name) {
+                    Ok(PathBuf::from(name))
+                } else {
+                    super::super::resolve(&Policy::default(), name)
+                }
+            },
+            true,
+        )
+    }
+
+    /// (command, rule of the denial or "", rules that only warn)
+    const CASES: &[(&str, &str, &[&str])] = &[
+        ("env -iS'rm -rf /'", "guard.fs.rm-root", &[]),
+        ("env - rm -rf /", "guard.fs.rm-root", &[]),
+        ("env x-y=1 A=b true", "", &[]),
+        ("env -u HOME -- rm -rf /", "guard.fs.rm-root", &[]),
+        ("env -S 'true $X'", "wrapper.env.split-string", &[]),
+        ("bash -c 'exec rm -rf /'", "guard.fs.rm-root", &[]),
+        ("bash -c 'command rm -rf ..'", "guard.fs.rm-root", &[]),
+        ("bash -c 'exit 1'", "", &["wrapper.shell.script"]),
+        ("bash -c 'true | true'", "", &["wrapper.shell.script"]),
+        ("bash script.sh", "", &["wrapper.shell.script-file"]),
+        ("bash -c 'id'", "command.not-allowed", &[]),
+        ("ionice -p 1", "", &[]),
+        ("ionice -c 3 rm -rf /", "guard.fs.rm-root", &[]),
+        ("taskset 0x1 rm -rf /", "guard.fs.rm-root", &[]),
+        ("taskset -p 0x1 1", "", &[]),
+        ("xargs", "", &[]),
+        ("xargs -I'{}' rm -rf '{}'", "", &[]),
+        ("timeout 5 git reset --hard", "guard.git.reset-hard", &[]),
+        (
+            "nice git branch -D x",
+            "",
+            &["guard.git.branch-force-delete"],
+        ),
+    ];
+
+    #[test]
+    fn wrappers_unwrap_by_their_own_grammar() {
+        for (cmd, denial, warns) in CASES {
+            let j = judged(Trust::Medium, cmd);
+            let got = j.denial.as_ref().map_or("", |d| d.rule.as_str());
+            assert_eq!(got, *denial, "{cmd}: {:?}", j.findings);
+            let w: Vec<&str> = j
+                .findings
+                .iter()
+                .filter(|f| f.verdict == Verdict::Warn)
+                .map(|f| f.rule.as_str())
+                .collect();
+            assert_eq!(w, *warns, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn trust_high_warns_where_medium_denies() {
+        let j = judged(Trust::High, "timeout 5 git reset --hard");
+        assert!(j.denial.is_none());
+        assert_eq!(j.warnings().count(), 1);
+        let line = j.warnings().next().unwrap();
+        assert!(
+            line.starts_with("guard.git.reset-hard: ") && line.contains("argument 4"),
+            "{line}"
+        );
+        // Critical stays denied at every trust level.
+        let j = judged(Trust::High, "timeout 5 rm -rf /");
+        assert_eq!(j.denial.unwrap().rule, "guard.fs.rm-root");
+    }
+
+    #[test]
+    fn levels_record_each_command_of_the_chain() {
+        let j = judged(Trust::Medium, "nice timeout 5 env A=1 git push -fu origin");
+        let chain: Vec<(usize, &str, usize)> = j
+            .levels
+            .iter()
+            .map(|l| (l.depth, l.command.as_str(), l.arg_index))
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                (0, "nice", 0),
+                (1, "timeout", 1),
+                (2, "env", 3),
+                (3, "git", 5)
+            ]
+        );
+        assert_eq!(j.levels[3].normalized, ["push", "-f", "-u", "origin"]);
+        assert_eq!(j.denial.unwrap().arg_index, Some(7));
+    }
+}
