@@ -341,8 +341,10 @@ mod tests {
     use crate::policy::Trust;
 
     fn judged(trust: Trust, cmd: &str) -> Judgement {
-        let mut p = Policy::default();
-        p.trust = trust;
+        let mut p = Policy {
+            trust,
+            ..Policy::default()
+        };
         p.commands.allow = [
             "env", "bash", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git", "nice",
         ]
