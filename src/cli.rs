@@ -132,7 +132,13 @@ struct CheckArgs {
 #[derive(Subcommand)]
 enum PolicyCmd {
     /// Print the effective policy with every default filled in.
-    Show(PolicyArg),
+    Show {
+        #[command(flatten)]
+        policy: PolicyArg,
+        /// List the argument rules and guards in force instead.
+        #[arg(long)]
+        rules: bool,
+    },
     /// Validate a policy file.
     Check {
         /// The policy file.
@@ -199,9 +205,22 @@ fn report_policy_error(e: &PolicyError) -> i32 {
 }
 
 fn cmd_run(a: RunArgs) -> i32 {
-    let policy = match load_policy(&a.policy) {
-        Ok(p) => p,
-        Err(code) => {
+    let policy = match Policy::locate(a.policy.policy.as_deref()) {
+        Ok((p, source)) => {
+            // A command that could rewrite the policy could allow itself anything.
+            if let Err(d) = check::reach::policy_out_of_reach(&source, a.workspace.as_deref(), &p) {
+                let r = RunResult::denied(a.command.command.join(" "), d);
+                if a.json || a.events {
+                    print_json_result(&r, a.events);
+                } else {
+                    report_text(&r);
+                }
+                return r.exit_code();
+            }
+            p
+        }
+        Err(e) => {
+            let code = report_policy_error(&e);
             if a.json || a.events {
                 let r = RunResult::failed(
                     a.command.command.join(" "),
@@ -347,9 +366,9 @@ fn cmd_check(a: CheckArgs) -> i32 {
         env: a.env.clone(),
         stdin: StdinMode::Null,
     };
-    let verdict = check::check(&policy, &req);
+    let (verdict, judged) = check::check_judged(&policy, &req);
     if a.json {
-        let v = match &verdict {
+        let mut v = match &verdict {
             Ok(plan) => serde_json::json!({
                 "verdict": "allow",
                 "command": req.display(),
@@ -363,6 +382,8 @@ fn cmd_check(a: CheckArgs) -> i32 {
                 "denial": d,
             }),
         };
+        v["findings"] = serde_json::json!(judged.findings);
+        v["normalized"] = serde_json::json!(judged.levels);
         println!("{v}");
     } else {
         match &verdict {
@@ -378,6 +399,8 @@ fn cmd_check(a: CheckArgs) -> i32 {
             }
             Err(d) => println!("deny: {d}"),
         }
+        // A closed stdout (`| head`) must not turn into a panic.
+        let _ = std::io::stdout().write_all(check::judge::findings_text(&judged).as_bytes());
     }
     match verdict {
         Ok(_) => 0,
@@ -405,10 +428,18 @@ fn shell_words(argv: &[String]) -> String {
 
 fn cmd_policy(p: PolicyCmd) -> i32 {
     match p {
-        PolicyCmd::Show(arg) => match Policy::locate(arg.policy.as_deref()) {
+        PolicyCmd::Show { policy: arg, rules } => match Policy::locate(arg.policy.as_deref()) {
+            Ok((policy, source)) if rules => {
+                print!(
+                    "{}",
+                    check::judge::rules_in_force(&policy, &source.to_string())
+                );
+                0
+            }
             Ok((policy, source)) => {
                 println!("# effective policy, from {source}");
                 print!("{}", policy.to_toml());
+                print!("{}", check::judge::packs_summary(&policy));
                 0
             }
             Err(e) => report_policy_error(&e),

@@ -52,6 +52,10 @@ pub struct Policy {
     /// Per-group sections merged over the policy (`[groups.NAME]`).
     #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
     pub groups: crate::profile::Sections,
+    /// Built-in argument and guard packs switched off: `[packs]`.
+    pub packs: crate::check::packs::PackSwitches,
+    /// The policy's own argument rules and guards: `[[rules]]`.
+    pub rules: Vec<crate::check::rules::RuleSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -249,6 +253,8 @@ impl Default for Policy {
             audit: Default::default(),
             users: Default::default(),
             groups: Default::default(),
+            packs: Default::default(),
+            rules: Vec::new(),
         }
     }
 }
@@ -336,6 +342,8 @@ impl Policy {
     fn validate(&self) -> Result<(), String> {
         self.mcp.validate()?;
         self.jobs.validate()?;
+        self.packs.validate()?;
+        crate::check::packs::validate_policy_rules(&self.rules)?;
         if self.max_command_bytes == 0 {
             return Err("max_command_bytes must be at least 1".into());
         }

@@ -16,9 +16,15 @@ fn bin() -> &'static str {
 
 /// No shell on the list: where /bin/sh is bash, allowing bash would allow
 /// the very shell the escapes reach for. Tests that need bash say so.
+/// The argument packs of find, awk and git are off: these tests run
+/// `find -exec sh`, `awk system()` and `git -c core.fsmonitor` on purpose,
+/// to show the kernel refuses what the string layer would have stopped
+/// (tests/args.rs shows the string layer stopping them).
 const ALLOW: &str = r#"
 [commands]
 allow = ["find", "awk", "cat", "tee", "touch", "xargs", "git"]
+[packs]
+off = ["find", "awk", "git"]
 "#;
 const ALLOW_BASH: &str = r#"
 [commands]

@@ -1,10 +1,17 @@
 //! Checks: (policy, request) → `Plan` or `Denial`.
 //!
 //! Pure apart from resolving the program through the policy's search path.
-//! The order is the contract: lexing, first word, environment, cwd, timeout;
-//! the first failure is reported.
+//! The order is the contract: lexing, first word, argument rules, guards
+//! and wrappers (`judge`), environment, cwd, timeout; the first failure is
+//! reported.
 
+pub mod args;
 pub mod env;
+pub mod judge;
+pub mod packs;
+pub mod reach;
+pub mod rules;
+pub mod wrappers;
 
 use crate::lex::{self, LexError};
 use crate::plan::{Plan, StdinMode};
@@ -130,9 +137,30 @@ impl std::fmt::Display for Denial {
 
 /// The whole check: a request either becomes a `Plan` or is refused.
 pub fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
+    check_into(policy, req, &mut judge::Judgement::default(), false)
+}
+
+/// The check, with what the argument rules saw (for `agent-rsh check`):
+/// every rule that fired and the argv as each program reads it.
+pub fn check_judged(policy: &Policy, req: &Request) -> (Result<Plan, Denial>, judge::Judgement) {
+    let mut judgement = judge::Judgement::default();
+    let plan = check_into(policy, req, &mut judgement, true);
+    (plan, judgement)
+}
+
+fn check_into(
+    policy: &Policy,
+    req: &Request,
+    judgement: &mut judge::Judgement,
+    explain: bool,
+) -> Result<Plan, Denial> {
     let argv = split(policy, &req.command)?;
     let program = resolve(policy, &argv[0])?;
-    let mut warnings = Vec::new();
+    *judgement = judge::judge(policy, &argv, &mut |name| resolve(policy, name), explain);
+    if let Some(d) = judgement.denial.clone() {
+        return Err(d);
+    }
+    let mut warnings: Vec<String> = judgement.warnings().collect();
     let env = env::build(policy, &req.env, &mut std::env::vars_os())?;
     let cwd = confine_cwd(req.cwd.as_deref())?;
     let max = policy.limits.timeout_ms;

@@ -1,0 +1,451 @@
+//! Judging a whole argv: argument rules and guards on the normalized argv,
+//! then the inner command of a wrapper, recursively, as a command in its
+//! own right (allowlist, resolution, rules, guards).
+
+use super::Denial;
+use super::args::normalize;
+use super::packs::builtin;
+use super::rules::{Severity, Verdict};
+use super::wrappers::{self, Inner, MAX_DEPTH};
+use crate::policy::Policy;
+use serde::Serialize;
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+/// A rule that fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    pub rule: String,
+    pub severity: Severity,
+    pub verdict: Verdict,
+    pub reason: String,
+    pub hint: String,
+    /// Index in the caller's argv of the word at fault.
+    pub arg_index: usize,
+    /// What the program reads there (`--checkpoint-action=exec=sh`).
+    pub seen: String,
+    /// The program whose arguments these are (the inner one for wrappers).
+    pub command: String,
+    /// 0 for the command itself, 1 for a wrapper's inner command, ...
+    pub depth: usize,
+}
+
+impl Finding {
+    /// One line for warnings: rule, where, why, what instead.
+    pub fn line(&self) -> String {
+        format!(
+            "{}: {} (argument {}: `{}`); {}",
+            self.rule, self.reason, self.arg_index, self.seen, self.hint
+        )
+    }
+
+    fn denial(&self) -> Denial {
+        Denial::new(
+            &self.rule,
+            format!("{} (`{}`)", self.reason, self.seen),
+            &self.hint,
+        )
+        .at_arg(self.arg_index)
+    }
+}
+
+/// One command of the chain as it was read.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Level {
+    pub depth: usize,
+    pub command: String,
+    /// Index in the caller's argv of its first word.
+    pub arg_index: usize,
+    /// The arguments as the program reads them.
+    pub normalized: Vec<String>,
+}
+
+/// Everything the argument check saw and decided.
+#[derive(Debug, Default)]
+pub struct Judgement {
+    pub findings: Vec<Finding>,
+    pub levels: Vec<Level>,
+    /// The first refusal, if any.
+    pub denial: Option<Denial>,
+}
+
+impl Judgement {
+    pub fn warnings(&self) -> impl Iterator<Item = String> + '_ {
+        self.findings
+            .iter()
+            .filter(|f| f.verdict == Verdict::Warn)
+            .map(Finding::line)
+    }
+}
+
+/// A word and the index in the caller's argv it came from.
+struct Word<'s> {
+    text: Cow<'s, str>,
+    at: usize,
+}
+
+struct Judge<'p, 'r> {
+    policy: &'p Policy,
+    /// Keep the normalized argv of each level (for `check`); the hot path
+    /// of `run` skips it.
+    explain: bool,
+    resolve: &'r mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
+    out: Judgement,
+}
+
+/// Judges `argv` (its program already resolved by the caller). `resolve`
+/// resolves inner commands of wrappers as the first word is resolved.
+/// `explain` keeps the normalized argv of every level in `levels`.
+pub fn judge(
+    policy: &Policy,
+    argv: &[String],
+    resolve: &mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
+    explain: bool,
+) -> Judgement {
+    let words: Vec<Word> = argv
+        .iter()
+        .enumerate()
+        .map(|(at, w)| Word {
+            text: Cow::Borrowed(w.as_str()),
+            at,
+        })
+        .collect();
+    let mut j = Judge {
+        policy,
+        explain,
+        resolve,
+        out: Judgement::default(),
+    };
+    if !words.is_empty() {
+        j.level(&words, 0, None);
+    }
+    j.out
+}
+
+fn basename(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+impl Judge<'_, '_> {
+    fn level(&mut self, words: &[Word], depth: usize, wrapper: Option<&str>) {
+        let texts: Vec<&str> = words.iter().map(|w| w.text.as_ref()).collect();
+        let program = basename(texts[0]);
+        if let Some(by) = wrapper
+            && let Err(mut d) = (self.resolve)(texts[0])
+        {
+            d.reason = format!("{} (it would be started by `{by}`)", d.reason);
+            d.arg_index = Some(words[0].at);
+            self.deny(d, texts[0]);
+            return;
+        }
+        let b = builtin();
+        let n = normalize(b, program, &texts);
+        if self.explain {
+            self.out.levels.push(Level {
+                depth,
+                command: program.to_string(),
+                arg_index: words[0].at,
+                normalized: n.display(),
+            });
+        }
+        let policy = self.policy;
+        let rules = b
+            .rules_for(program)
+            .filter(|r| policy.packs.enabled(r))
+            .chain(policy.rules.iter().filter(|r| r.applies_to(program)));
+        for r in rules {
+            if let Some(hit) = r.check(&n, &texts) {
+                self.fire(Finding {
+                    rule: r.id.clone(),
+                    severity: r.severity,
+                    verdict: r.severity.verdict(policy.trust),
+                    reason: r.reason.clone(),
+                    hint: r.hint.clone(),
+                    arg_index: words[hit.index].at,
+                    seen: hit.seen,
+                    command: program.to_string(),
+                    depth,
+                });
+            }
+        }
+        let Some(w) = b.wrapper(program) else { return };
+        let inner: Vec<Word> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
+            Inner::Nothing => return,
+            Inner::At(k) => words[k..]
+                .iter()
+                .map(|w| Word {
+                    text: Cow::Borrowed(w.text.as_ref()),
+                    at: w.at,
+                })
+                .collect(),
+            Inner::Words(new) => new
+                .into_iter()
+                .map(|(text, k)| Word {
+                    text: Cow::Owned(text),
+                    at: words[k].at,
+                })
+                .collect(),
+            Inner::Finding(p) => {
+                self.fire(Finding {
+                    rule: p.rule.to_string(),
+                    severity: p.severity,
+                    verdict: p.severity.verdict(policy.trust),
+                    reason: p.reason,
+                    hint: p.hint,
+                    arg_index: words[p.index].at,
+                    seen: texts[p.index].to_string(),
+                    command: program.to_string(),
+                    depth,
+                });
+                return;
+            }
+        };
+        if inner.is_empty() {
+            return;
+        }
+        if depth + 1 > MAX_DEPTH {
+            self.fire(Finding {
+                rule: "wrapper.depth".into(),
+                severity: Severity::Critical,
+                verdict: Verdict::Deny,
+                reason: format!("wrappers nest more than {MAX_DEPTH} deep"),
+                hint: "run the innermost command directly".into(),
+                arg_index: inner[0].at,
+                seen: inner[0].text.to_string(),
+                command: program.to_string(),
+                depth,
+            });
+            return;
+        }
+        self.level(&inner, depth + 1, Some(program));
+    }
+
+    fn fire(&mut self, f: Finding) {
+        if f.verdict == Verdict::Deny && self.out.denial.is_none() {
+            self.out.denial = Some(f.denial());
+        }
+        self.out.findings.push(f);
+    }
+
+    fn deny(&mut self, d: Denial, word: &str) {
+        self.out.findings.push(Finding {
+            rule: d.rule.clone(),
+            severity: Severity::Critical,
+            verdict: Verdict::Deny,
+            reason: d.reason.clone(),
+            hint: d.hint.clone().unwrap_or_default(),
+            arg_index: d.arg_index.unwrap_or(0),
+            seen: word.to_string(),
+            command: basename(word).to_string(),
+            depth: 0,
+        });
+        if self.out.denial.is_none() {
+            self.out.denial = Some(d);
+        }
+    }
+}
+
+/// For `agent-rsh check`: how each command of the chain was read and every
+/// rule that fired, one per line.
+pub fn findings_text(j: &Judgement) -> String {
+    let mut out = String::new();
+    for l in &j.levels {
+        let pad = "  ".repeat(l.depth);
+        out += &format!("  {pad}read as: {} {}\n", l.command, l.normalized.join(" "));
+    }
+    for f in &j.findings {
+        out += &format!(
+            "  fired: {} [{} -> {}] argument {} `{}`: {}\n",
+            f.rule, f.severity, f.verdict, f.arg_index, f.seen, f.reason
+        );
+    }
+    out
+}
+
+/// Which packs are on and off, appended to `policy show` as comments.
+pub fn packs_summary(policy: &Policy) -> String {
+    let b = builtin();
+    let (off, on): (Vec<&str>, Vec<&str>) = b
+        .packs()
+        .into_iter()
+        .partition(|p| policy.packs.off.iter().any(|o| o == p));
+    let mut out = format!(
+        "\n# built-in argument and guard packs in force: {}\n",
+        on.join(", ")
+    );
+    if !off.is_empty() {
+        out += &format!("# switched off: {}\n", off.join(", "));
+    }
+    out += &format!(
+        "# {} built-in rules, {} from this policy; `agent-rsh policy show --rules` lists them\n",
+        b.rules.iter().filter(|r| policy.packs.enabled(r)).count(),
+        policy.rules.len()
+    );
+    out
+}
+
+/// `agent-rsh policy show --rules`: every rule in force, with what it does
+/// at this policy's trust level.
+pub fn rules_in_force(policy: &Policy, source: &str) -> String {
+    let b = builtin();
+    let mut out = format!(
+        "# rules in force, from {source} (trust = {})\n# pack\trule\tseverity -> verdict\tcommands\treason\n",
+        format!("{:?}", policy.trust).to_lowercase()
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    let rows = b
+        .rules
+        .iter()
+        .filter(|r| policy.packs.enabled(r))
+        .map(|r| (r.pack().to_string(), r))
+        .chain(policy.rules.iter().map(|r| ("policy".to_string(), r)));
+    for (pack, r) in rows {
+        if !seen.insert((pack.clone(), r.id.clone(), r.commands.clone())) {
+            continue;
+        }
+        out += &format!(
+            "{pack}\t{}\t{} -> {}\t{}\t{}\n",
+            r.id,
+            r.severity,
+            r.severity.verdict(policy.trust),
+            r.commands.join(","),
+            r.reason
+        );
+    }
+    let off: Vec<&str> = policy.packs.off.iter().map(String::as_str).collect();
+    if !off.is_empty() {
+        out += &format!("# packs switched off: {}\n", off.join(", "));
+    }
+    if !policy.packs.rules_off.is_empty() {
+        out += &format!(
+            "# rules switched off: {}\n",
+            policy.packs.rules_off.join(", ")
+        );
+    }
+    out += "# wrappers (inner command checked as a command in its own right, depth <= 5): ";
+    out += &b
+        .wrappers
+        .iter()
+        .flat_map(|w| w.commands.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(", ");
+    out += "\n";
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Trust;
+
+    fn judged(trust: Trust, cmd: &str) -> Judgement {
+        let mut p = Policy {
+            trust,
+            ..Policy::default()
+        };
+        p.commands.allow = [
+            "env", "bash", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git", "nice",
+        ]
+        .map(String::from)
+        .to_vec();
+        let argv: Vec<String> = crate::lex::lex(cmd, 8192)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.text)
+            .collect();
+        let allow = p.commands.allow.clone();
+        judge(
+            &p,
+            &argv,
+            &mut |name: &str| {
+                if allow.iter().any(|a| a == name) {
+                    Ok(PathBuf::from(name))
+                } else {
+                    super::super::resolve(&Policy::default(), name)
+                }
+            },
+            true,
+        )
+    }
+
+    /// (command, rule of the denial or "", rules that only warn)
+    const CASES: &[(&str, &str, &[&str])] = &[
+        ("env -iS'rm -rf /'", "guard.fs.rm-root", &[]),
+        ("env - rm -rf /", "guard.fs.rm-root", &[]),
+        ("env x-y=1 A=b true", "", &[]),
+        ("env -u HOME -- rm -rf /", "guard.fs.rm-root", &[]),
+        ("env -S 'true $X'", "wrapper.env.split-string", &[]),
+        ("bash -c 'exec rm -rf /'", "guard.fs.rm-root", &[]),
+        ("bash -c 'command rm -rf ..'", "guard.fs.rm-root", &[]),
+        ("bash -c 'exit 1'", "", &["wrapper.shell.script"]),
+        ("bash -c 'true | true'", "", &["wrapper.shell.script"]),
+        ("bash script.sh", "", &["wrapper.shell.script-file"]),
+        ("bash -c 'id'", "command.not-allowed", &[]),
+        ("ionice -p 1", "", &[]),
+        ("ionice -c 3 rm -rf /", "guard.fs.rm-root", &[]),
+        ("taskset 0x1 rm -rf /", "guard.fs.rm-root", &[]),
+        ("taskset -p 0x1 1", "", &[]),
+        ("xargs", "", &[]),
+        ("xargs -I'{}' rm -rf '{}'", "", &[]),
+        ("timeout 5 git reset --hard", "guard.git.reset-hard", &[]),
+        (
+            "nice git branch -D x",
+            "",
+            &["guard.git.branch-force-delete"],
+        ),
+    ];
+
+    #[test]
+    fn wrappers_unwrap_by_their_own_grammar() {
+        for (cmd, denial, warns) in CASES {
+            let j = judged(Trust::Medium, cmd);
+            let got = j.denial.as_ref().map_or("", |d| d.rule.as_str());
+            assert_eq!(got, *denial, "{cmd}: {:?}", j.findings);
+            let w: Vec<&str> = j
+                .findings
+                .iter()
+                .filter(|f| f.verdict == Verdict::Warn)
+                .map(|f| f.rule.as_str())
+                .collect();
+            assert_eq!(w, *warns, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn trust_high_warns_where_medium_denies() {
+        let j = judged(Trust::High, "timeout 5 git reset --hard");
+        assert!(j.denial.is_none());
+        assert_eq!(j.warnings().count(), 1);
+        let line = j.warnings().next().unwrap();
+        assert!(
+            line.starts_with("guard.git.reset-hard: ") && line.contains("argument 4"),
+            "{line}"
+        );
+        // Critical stays denied at every trust level.
+        let j = judged(Trust::High, "timeout 5 rm -rf /");
+        assert_eq!(j.denial.unwrap().rule, "guard.fs.rm-root");
+    }
+
+    #[test]
+    fn levels_record_each_command_of_the_chain() {
+        let j = judged(Trust::Medium, "nice timeout 5 env A=1 git push -fu origin");
+        let chain: Vec<(usize, &str, usize)> = j
+            .levels
+            .iter()
+            .map(|l| (l.depth, l.command.as_str(), l.arg_index))
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                (0, "nice", 0),
+                (1, "timeout", 1),
+                (2, "env", 3),
+                (3, "git", 5)
+            ]
+        );
+        assert_eq!(j.levels[3].normalized, ["push", "-f", "-u", "origin"]);
+        assert_eq!(j.denial.unwrap().arg_index, Some(7));
+    }
+}

@@ -1,0 +1,249 @@
+//! The built-in packs: grammars, wrappers and rules embedded as data
+//! (`packs/*.toml`), parsed once per process; and the policy's switches.
+
+use super::args::{Grammar, Grammars};
+use super::rules::RuleSpec;
+use super::wrappers::WrapperSpec;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
+
+/// The embedded pack files, in load order.
+pub const FILES: &[(&str, &str)] = &[
+    (
+        "packs/grammars.toml",
+        include_str!("../../packs/grammars.toml"),
+    ),
+    (
+        "packs/wrappers.toml",
+        include_str!("../../packs/wrappers.toml"),
+    ),
+    ("packs/tools.toml", include_str!("../../packs/tools.toml")),
+    ("packs/guards.toml", include_str!("../../packs/guards.toml")),
+];
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct PackFile {
+    grammar: Vec<Grammar>,
+    wrapper: Vec<WrapperSpec>,
+    rule: Vec<RuleSpec>,
+}
+
+/// Everything built in, indexed by program name.
+#[derive(Debug, Default)]
+pub struct Builtin {
+    pub grammars: Vec<Grammar>,
+    pub wrappers: Vec<WrapperSpec>,
+    pub rules: Vec<RuleSpec>,
+    grammar_by_name: HashMap<String, Vec<usize>>,
+    grammar_globs: Vec<usize>,
+    rules_by_name: HashMap<String, Vec<usize>>,
+    rule_globs: Vec<usize>,
+}
+
+/// The built-in packs, parsed and checked on first use.
+pub fn builtin() -> &'static Builtin {
+    static B: OnceLock<Builtin> = OnceLock::new();
+    B.get_or_init(|| Builtin::parse(FILES).unwrap_or_else(|e| panic!("embedded packs: {e}")))
+}
+
+impl Builtin {
+    fn parse(files: &[(&str, &str)]) -> Result<Builtin, String> {
+        let mut b = Builtin::default();
+        for (name, text) in files {
+            let f: PackFile = toml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
+            b.grammars.extend(f.grammar);
+            b.wrappers.extend(f.wrapper);
+            b.rules.extend(f.rule);
+        }
+        for r in &b.rules {
+            r.validate()?;
+        }
+        for (i, g) in b.grammars.iter().enumerate() {
+            index(&g.commands, i, &mut b.grammar_by_name, &mut b.grammar_globs);
+        }
+        for (i, r) in b.rules.iter().enumerate() {
+            index(&r.commands, i, &mut b.rules_by_name, &mut b.rule_globs);
+        }
+        Ok(b)
+    }
+
+    /// Built-in rules for `program`: exact names first, then patterns.
+    /// No allocation: this runs for every command.
+    pub fn rules_for<'a>(&'a self, program: &'a str) -> impl Iterator<Item = &'a RuleSpec> + 'a {
+        let exact = self
+            .rules_by_name
+            .get(program)
+            .map_or(&[][..], Vec::as_slice);
+        let globs = self
+            .rule_globs
+            .iter()
+            .filter(move |i| !exact.contains(i) && self.rules[**i].applies_to(program));
+        exact.iter().chain(globs).map(move |&i| &self.rules[i])
+    }
+
+    pub fn wrapper(&self, program: &str) -> Option<&WrapperSpec> {
+        self.wrappers.iter().find(|w| w.applies_to(program))
+    }
+
+    /// The names of all built-in packs.
+    pub fn packs(&self) -> BTreeSet<&str> {
+        self.rules.iter().map(RuleSpec::pack).collect()
+    }
+}
+
+fn index(names: &[String], i: usize, by: &mut HashMap<String, Vec<usize>>, globs: &mut Vec<usize>) {
+    for n in names {
+        if n.ends_with('*') {
+            if !globs.contains(&i) {
+                globs.push(i);
+            }
+        } else {
+            by.entry(n.clone()).or_default().push(i);
+        }
+    }
+}
+
+impl Grammars for Builtin {
+    fn grammar(&self, program: &str, subcommand: Option<&str>) -> Option<&Grammar> {
+        let wanted = |&&i: &&usize| {
+            let g = &self.grammars[i];
+            g.subcommand.as_deref() == subcommand && g.applies_to(program)
+        };
+        let exact = self
+            .grammar_by_name
+            .get(program)
+            .map_or(&[][..], Vec::as_slice);
+        exact
+            .iter()
+            .find(wanted)
+            .or_else(|| self.grammar_globs.iter().find(wanted))
+            .map(|&i| &self.grammars[i])
+    }
+}
+
+/// The policy's switches for built-in packs: `[packs]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PackSwitches {
+    /// Built-in packs switched off, by name: a tool's pack is named after
+    /// it (`find`, `git`, `awk`), guard packs `guard.fs`, `guard.git`, ...;
+    /// `agent-rsh policy show --rules` lists them.
+    pub off: Vec<String>,
+    /// Single built-in rules switched off, by id (`args.git.config-option`).
+    pub rules_off: Vec<String>,
+}
+
+impl PackSwitches {
+    /// Is this built-in rule in force?
+    pub fn enabled(&self, rule: &RuleSpec) -> bool {
+        !self.off.iter().any(|p| p == rule.pack()) && !self.rules_off.contains(&rule.id)
+    }
+
+    /// Unknown names are errors: a typo must not leave a pack on (or
+    /// silently do nothing).
+    pub fn validate(&self) -> Result<(), String> {
+        let b = builtin();
+        let packs = b.packs();
+        for p in &self.off {
+            if !packs.contains(p.as_str()) {
+                return Err(format!(
+                    "packs.off: no built-in pack {p:?}; the packs are: {}",
+                    packs.iter().copied().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        for r in &self.rules_off {
+            if !b.rules.iter().any(|x| x.id == *r) {
+                return Err(format!(
+                    "packs.rules_off: no built-in rule {r:?}; `agent-rsh policy show --rules` lists them"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The policy's own rules: `[[rules]]`, checked when the policy is loaded.
+pub fn validate_policy_rules(rules: &[RuleSpec]) -> Result<(), String> {
+    for r in rules {
+        r.validate().map_err(|e| format!("[[rules]]: {e}"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_packs_parse_and_every_rule_is_valid() {
+        let b = builtin();
+        assert!(b.rules.len() > 50, "{}", b.rules.len());
+        let mut ids = BTreeSet::new();
+        for r in &b.rules {
+            assert!(
+                r.id.starts_with("args.")
+                    || r.id.starts_with("guard.")
+                    || r.id.starts_with("wrapper."),
+                "{}",
+                r.id
+            );
+            ids.insert(r.id.as_str());
+        }
+        for p in ["find", "git", "tar", "sort", "guard.fs", "guard.git"] {
+            assert!(b.packs().contains(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn every_rule_option_is_known_to_a_grammar() {
+        // A long option named by a rule must be in its program's grammar, or
+        // abbreviations and `--opt value` would not be read as the program
+        // reads them.
+        let b = builtin();
+        for r in &b.rules {
+            for c in &r.commands {
+                let mut gs: Vec<&Grammar> = r
+                    .subcommand
+                    .iter()
+                    .filter_map(|s| b.grammar(c, Some(s)))
+                    .collect();
+                gs.extend(b.grammar(c, None));
+                for o in r
+                    .option
+                    .iter()
+                    .chain(&r.with_option)
+                    .chain(&r.unless_option)
+                {
+                    let Some(long) = o.strip_prefix("--") else {
+                        continue;
+                    };
+                    let known = gs.iter().any(|g| {
+                        g.long_arg
+                            .iter()
+                            .chain(&g.long_opt)
+                            .chain(&g.long_flag)
+                            .any(|l| l == long)
+                    });
+                    assert!(known, "{}: no grammar of {c} knows --{long}", r.id);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn switches_refuse_unknown_names() {
+        let s = PackSwitches {
+            off: vec!["nope".into()],
+            rules_off: vec![],
+        };
+        assert!(s.validate().is_err());
+        let s = PackSwitches {
+            off: vec!["find".into()],
+            rules_off: vec!["args.git.config-option".into()],
+        };
+        s.validate().unwrap();
+    }
+}

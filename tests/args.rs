@@ -1,0 +1,363 @@
+//! Argument rules, wrappers and guard packs end to end: the real binary,
+//! real processes and files. The corpus (tests/args_corpus.rs) covers the
+//! rules one by one; these show the whole path: exit codes, the denial in
+//! text and JSON, trust, the policy's own rules and pack switches.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agent-rsh")
+}
+
+struct TestPolicy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn policy(body: &str) -> TestPolicy {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, body).unwrap();
+    TestPolicy { _dir: dir, path }
+}
+
+fn agent(args: &[&str]) -> Output {
+    Command::new(bin())
+        .env_remove("AGENT_RSH_POLICY")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn run_json(p: Option<&TestPolicy>, ws: Option<&Path>, cmd: &str) -> (Value, Option<i32>) {
+    let mut c = Command::new(bin());
+    c.env_remove("AGENT_RSH_POLICY").args(["run", "--json"]);
+    if let Some(p) = p {
+        c.arg("--policy").arg(&p.path);
+    }
+    if let Some(ws) = ws {
+        c.arg("--workspace").arg(ws);
+    }
+    let out = c.args(["--", cmd]).output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, out.status.code())
+}
+
+#[test]
+fn default_policy_refuses_find_exec_with_rule_index_and_hint() {
+    let ws = tempfile::tempdir().unwrap();
+    // If find ran, -exec touch would leave a file (touch is not allowed by
+    // the default policy, so the kernel would stop it too: the string layer
+    // must answer first, with the rule).
+    let (r, code) = run_json(
+        None,
+        Some(ws.path()),
+        "find . -maxdepth 0 -exec touch made \\;",
+    );
+    assert_eq!(code, Some(126), "{r}");
+    assert_eq!(r["status"], "denied");
+    assert_eq!(r["denial"]["rule"], "args.find.exec");
+    assert_eq!(r["denial"]["argIndex"], 4);
+    assert!(
+        r["denial"]["hint"].as_str().unwrap().contains("-print"),
+        "{r}"
+    );
+    assert!(!ws.path().join("made").exists());
+
+    // Text mode: the same on stderr, with the argument index and the hint.
+    let out = agent(&["run", "find . -exec id \\;"]);
+    assert_eq!(out.status.code(), Some(126));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("denied: args.find.exec"), "{err}");
+    assert!(err.contains("(argument 2)"), "{err}");
+    assert!(err.contains("hint: list the files"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn abbreviated_and_bundled_forms_are_read_as_the_program_reads_them() {
+    for (cmd, rule, index, seen) in [
+        (
+            "sort --compress-prog=sh f",
+            "args.sort.compress-program",
+            1,
+            "--compress-program=sh",
+        ),
+        (
+            "sort -nro/etc/passwd f",
+            "args.sort.output",
+            1,
+            "-o /etc/passwd",
+        ),
+        (
+            "sort -n f --out ../x",
+            "args.sort.output",
+            3,
+            "--output=../x",
+        ),
+    ] {
+        let out = agent(&["check", "--json", cmd]);
+        assert_eq!(out.status.code(), Some(126), "{cmd}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["denial"]["rule"], rule, "{v}");
+        assert_eq!(v["denial"]["argIndex"], index, "{v}");
+        assert_eq!(v["findings"][0]["seen"], seen, "{v}");
+    }
+    // `--` ends the options: the same word after it is a file name.
+    let out = agent(&["check", "--json", "sort -n -- --compress-program=sh"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["normalized"][0]["normalized"],
+        serde_json::json!(["-n", "--", "--compress-program=sh"])
+    );
+}
+
+#[test]
+fn check_json_reports_every_rule_and_the_normalized_argv() {
+    let p = policy("[commands]\nallow = [\"tar\", \"timeout\"]\n");
+    let out = agent(&[
+        "check",
+        "--json",
+        "--policy",
+        p.path.to_str().unwrap(),
+        "timeout 5 tar --checkpoint-act=exec=sh -xIsh -f a.tar",
+    ]);
+    assert_eq!(out.status.code(), Some(126));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rules,
+        ["args.tar.checkpoint-action", "args.tar.program"],
+        "{v}"
+    );
+    assert_eq!(v["denial"]["rule"], "args.tar.checkpoint-action");
+    assert_eq!(v["denial"]["argIndex"], 3);
+    assert_eq!(v["normalized"][0]["command"], "timeout");
+    assert_eq!(v["normalized"][1]["command"], "tar");
+    assert_eq!(v["normalized"][1]["depth"], 1);
+    assert_eq!(
+        v["normalized"][1]["normalized"],
+        serde_json::json!(["--checkpoint-action=exec=sh", "-x", "-I sh", "-f a.tar"])
+    );
+}
+
+#[test]
+fn wrappers_are_checked_inside_out() {
+    let p = policy("[commands]\nallow = [\"timeout\", \"rm\", \"env\", \"nice\", \"true\"]\n");
+    let pol = p.path.to_str().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("keep"), "x").unwrap();
+
+    let (r, code) = run_json(Some(&p), Some(ws.path()), "timeout 5 rm -rf /");
+    assert_eq!(code, Some(126), "{r}");
+    assert_eq!(r["denial"]["rule"], "guard.fs.rm-root");
+    assert_eq!(r["denial"]["argIndex"], 4);
+
+    // The workspace root is guarded too, and nothing ran.
+    let (r, code) = run_json(Some(&p), Some(ws.path()), "env nice rm -rf .");
+    assert_eq!(
+        (code, &r["denial"]["rule"]),
+        (Some(126), &Value::from("guard.fs.rm-root")),
+        "{r}"
+    );
+    assert!(ws.path().join("keep").exists());
+
+    // env -S splits its string and the inner command is judged: sh is not allowed.
+    let (r, code) = run_json(Some(&p), None, "env -S 'sh -c id'");
+    assert_eq!(code, Some(126), "{r}");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed");
+    assert!(
+        r["denial"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("started by `env`"),
+        "{r}"
+    );
+
+    // A program that is not allowed is refused when a wrapper starts it.
+    let out = agent(&["run", "--policy", pol, "timeout 5 cat /etc/hostname"]);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`cat` is not on the policy's allowlist")
+    );
+
+    // Five wrappers run; a sixth is refused.
+    let five = "nice timeout 5 env nice nice true";
+    let (r, code) = run_json(Some(&p), None, five);
+    assert_eq!(
+        (code, &r["status"]),
+        (Some(0), &Value::from("exited")),
+        "{r}"
+    );
+    let six = "nice timeout 5 env nice nice nice true";
+    let (r, code) = run_json(Some(&p), None, six);
+    assert_eq!(code, Some(126), "{r}");
+    assert_eq!(r["denial"]["rule"], "wrapper.depth");
+    assert_eq!(r["denial"]["argIndex"], 7);
+}
+
+#[test]
+fn trust_maps_severity_to_deny_or_warn() {
+    // find -delete is a medium guard: a warning at medium trust (and the
+    // command runs), a denial at low trust (and nothing is removed).
+    for (trust, code, removed) in [("medium", Some(0), true), ("low", Some(126), false)] {
+        let p = policy(&format!(
+            "trust = \"{trust}\"\n[commands]\nallow = [\"find\"]\n"
+        ));
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("junk"), "x").unwrap();
+        let (r, got) = run_json(Some(&p), Some(ws.path()), "find junk -delete");
+        assert_eq!(got, code, "{trust}: {r}");
+        assert_eq!(!ws.path().join("junk").exists(), removed, "{trust}: {r}");
+        if trust == "medium" {
+            let w = r["warnings"].to_string();
+            assert!(
+                w.contains("guard.fs.find-delete") && w.contains("argument 2"),
+                "{r}"
+            );
+        } else {
+            assert_eq!(r["denial"]["rule"], "guard.fs.find-delete");
+        }
+    }
+    // Text mode prints the warning on stderr.
+    let p = policy("[commands]\nallow = [\"find\"]\n");
+    let ws = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--policy", p.path.to_str().unwrap(), "--workspace"])
+        .arg(ws.path())
+        .args(["--", "find . -name nothing -delete"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: guard.fs.find-delete"));
+}
+
+#[test]
+fn policy_rules_and_pack_switches() {
+    let p = policy(
+        r#"
+[commands]
+allow = ["find", "echo"]
+[packs]
+off = ["find"]
+[[rules]]
+id = "local.echo.secret"
+commands = ["echo"]
+option = ["--secret-mode"]
+reason = "this team forbids it"
+hint = "echo without --secret-mode"
+"#,
+    );
+    let pol = p.path.to_str().unwrap();
+    let out = agent(&["run", "--json", "--policy", pol, "echo --secret hi"]);
+    assert_eq!(out.status.code(), Some(126));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["denial"]["rule"], "local.echo.secret", "{v}");
+    assert_eq!(v["denial"]["hint"], "echo without --secret-mode");
+
+    // With the find pack off, find -exec runs (find may start find).
+    let out = agent(&[
+        "run",
+        "--json",
+        "--policy",
+        pol,
+        "find . -maxdepth 0 -exec find --version \\;",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "exited", "{v}");
+    assert!(v["stdout"].as_str().unwrap().contains("findutils"), "{v}");
+    // ... but the guard pack still judges find.
+    let out = agent(&["check", "--policy", pol, "find / -delete"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("guard.fs.find-delete"));
+
+    // policy show states what is on and off; --rules lists the rules.
+    let out = agent(&["policy", "show", "--policy", pol]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("# switched off: find"), "{text}");
+    let out = agent(&["policy", "show", "--rules", "--policy", pol]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("local.echo.secret"), "{text}");
+    assert!(
+        text.contains("args.sort.output") && !text.contains("args.find.exec"),
+        "{text}"
+    );
+    let out = agent(&["policy", "show", "--rules"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("args.find.exec"));
+}
+
+#[test]
+fn bad_rules_and_switches_fail_closed() {
+    for (body, needle) in [
+        (
+            "[[rules]]\nid = \"x\"\ncommands = [\"ls\"]\npositional = \"(\"\nreason = \"r\"\nhint = \"h\"\n",
+            "invalid regex",
+        ),
+        (
+            "[[rules]]\nid = \"x\"\ncommands = [\"ls\"]\nreason = \"r\"\n",
+            "hint",
+        ),
+        ("[packs]\noff = [\"fnd\"]\n", "no built-in pack \"fnd\""),
+        (
+            "[packs]\nrules_off = [\"args.find.nope\"]\n",
+            "args.find.nope",
+        ),
+        (
+            "[[rules]]\nid = \"x\"\ncommands = [\"ls\"]\nreason = \"r\"\nhint = \"h\"\nbogus = 1\n",
+            "bogus",
+        ),
+    ] {
+        let p = policy(body);
+        let out = agent(&["run", "--policy", p.path.to_str().unwrap(), "ls"]);
+        assert_eq!(out.status.code(), Some(125), "{body}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{body}: {err}");
+    }
+}
+
+#[test]
+fn policy_inside_the_workspace_is_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("policy.toml");
+    std::fs::write(&path, "[commands]\nallow = [\"ls\"]\n").unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--json", "--policy"])
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "ls"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["denial"]["rule"], "policy.reachable", "{v}");
+    // The same policy outside the workspace runs.
+    let p = policy("[commands]\nallow = [\"ls\"]\n");
+    let (r, code) = run_json(Some(&p), Some(ws.path()), "ls");
+    assert_eq!(code, Some(0), "{r}");
+    // A write scope that holds the policy is refused as well.
+    let dir = p.path.parent().unwrap().display().to_string();
+    std::fs::write(
+        &p.path,
+        format!("[commands]\nallow = [\"ls\"]\n[scopes]\nwrite = [\"{dir}\"]\n"),
+    )
+    .unwrap();
+    let (r, code) = run_json(Some(&p), None, "ls");
+    assert_eq!(
+        (code, &r["denial"]["rule"]),
+        (Some(126), &Value::from("policy.reachable")),
+        "{r}"
+    );
+}
