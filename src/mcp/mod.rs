@@ -10,6 +10,7 @@
 //! it is in progress; each tool call runs on its own thread; stdout writes
 //! are serialized by `jsonrpc::Output`.
 
+mod job_tools;
 mod jsonrpc;
 mod protocol;
 mod run_tool;

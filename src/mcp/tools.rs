@@ -28,13 +28,22 @@ pub struct Tool {
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     pub annotations: Annotations,
+    /// Whether `tools/list` shows the tool under this policy.
+    pub available: fn(&Policy) -> bool,
     /// Checks the arguments; the error text becomes a -32602 message.
     pub prepare: fn(&Context, &Map<String, Value>) -> Result<Work, String>,
 }
 
 /// Every tool the server offers, in the order `tools/list` shows them.
-/// Background-job tools join as one entry each.
-pub const TOOLS: &[Tool] = &[super::run_tool::TOOL];
+pub const TOOLS: &[Tool] = &[
+    super::run_tool::TOOL,
+    super::job_tools::SPAWN,
+    super::job_tools::STATUS,
+    super::job_tools::OUTPUT,
+    super::job_tools::GREP,
+    super::job_tools::SEND,
+    super::job_tools::KILL,
+];
 
 pub fn find(name: &str) -> Option<&'static Tool> {
     TOOLS.iter().find(|t| t.name == name)
@@ -80,6 +89,7 @@ impl ToolResult {
 pub fn listing(policy: &Policy) -> Vec<Value> {
     TOOLS
         .iter()
+        .filter(|t| (t.available)(policy))
         .map(|t| {
             json!({
                 "name": t.name,
