@@ -86,7 +86,7 @@ pub const OUTPUT: Tool = Tool {
         )
     },
     input_schema: output_input,
-    output_schema: output_schema,
+    output_schema: chunk_schema,
     annotations: READER,
     available: jobs_enabled,
     prepare: output_prepare,
@@ -582,7 +582,7 @@ fn output_input() -> Value {
     })
 }
 
-fn output_schema() -> Value {
+fn chunk_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
