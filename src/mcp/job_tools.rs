@@ -790,7 +790,7 @@ fn grep_prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String
 }
 
 /// grep -n style: `LINE:text` for a match, `LINE-text` for context, `--`
-/// between groups that are not adjacent.
+/// between context groups that are not adjacent.
 fn grep_text(g: &GrepResult, policy: &Policy) -> String {
     let name = stream_name(g.stream);
     let mut t = format!(
@@ -830,10 +830,15 @@ fn grep_text(g: &GrepResult, policy: &Policy) -> String {
             lines.entry(m.line + 1 + i as u64).or_insert((false, a));
         }
     }
+    // As grep: `--` between groups only when context is shown.
+    let context = g
+        .matches
+        .iter()
+        .any(|m| !m.before.is_empty() || !m.after.is_empty());
     let mut body = String::new();
     let mut last: Option<u64> = None;
     for (n, (is_match, text)) in lines {
-        if last.is_some_and(|l| n > l + 1) {
+        if context && last.is_some_and(|l| n > l + 1) {
             body.push_str("--\n");
         }
         let _ = writeln!(body, "{n}{}{text}", if is_match { ':' } else { '-' });
