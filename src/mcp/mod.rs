@@ -1,5 +1,5 @@
 //! `agent-rsh mcp`: the checked, confined run served as an MCP tool over
-//! stdio.
+//! stdio, with the background-job tools (`spawn` and friends) beside it.
 //!
 //! A small synchronous JSON-RPC loop over serde_json, not an SDK with an
 //! async runtime: the engine is synchronous (one poll loop per run), the
