@@ -213,12 +213,11 @@ fn tools_list_shows_the_job_tools_with_schemas_and_annotations() {
     );
     assert_eq!(
         props("output"),
-        ["base64", "color", "id", "limit", "offset", "stream"]
+        ["base64", "id", "limit", "offset", "stream"]
     );
     assert_eq!(
         props("grep"),
         [
-            "color",
             "context",
             "fixedStrings",
             "id",
@@ -559,4 +558,26 @@ fn wrap_output_puts_job_output_between_untrusted_tags() {
     }
     // state_dir from the policy was used.
     assert!(dir.path().join("jobs").join(&id).is_dir());
+}
+
+#[test]
+fn job_output_reaches_the_model_without_ansi_escapes() {
+    let mut s = Server::start("");
+    let id = s.spawn(r#"bash -c "printf '\e[31mred\e[0m alert\n'""#);
+    s.ok("status", json!({"id": id, "waitMs": 20_000}));
+    // The CLI's --color has no counterpart here.
+    let v = s.request(
+        "tools/call",
+        json!({"name": "output", "arguments": {"id": id, "color": true}}),
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    for (tool, args) in [
+        ("output", json!({ "id": id })),
+        ("grep", json!({"id": id, "pattern": "red"})),
+    ] {
+        let r = s.call(tool, args);
+        assert_eq!(r["isError"], false, "{r}");
+        assert!(text(&r).contains("red alert"), "{r}");
+        assert!(!r.to_string().contains("\\u001b"), "{r}");
+    }
 }

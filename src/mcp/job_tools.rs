@@ -574,8 +574,7 @@ fn output_input() -> Value {
                 "maximum": jobs::MAX_OUTPUT_LIMIT,
                 "description": "Most bytes to return (default: the policy's mcp.text_bytes)."
             },
-            "base64": { "type": "boolean", "description": "Encode content as base64 (for binary output)." },
-            "color": { "type": "boolean", "description": "Keep ANSI escape sequences." }
+            "base64": { "type": "boolean", "description": "Encode content as base64 (for binary output)." }
         },
         "required": ["id"],
         "additionalProperties": false
@@ -612,8 +611,6 @@ struct OutputArgs {
     limit: Option<usize>,
     #[serde(default)]
     base64: bool,
-    #[serde(default)]
-    color: bool,
 }
 
 fn output_prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
@@ -627,7 +624,9 @@ fn output_prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, Stri
         offset: a.offset,
         limit: a.limit.unwrap_or(ctx.policy.mcp.text_bytes),
         base64: a.base64,
-        color: a.color,
+        // No colour over MCP, as for run: escapes are stripped as the
+        // policy says, so output cannot drive the client's terminal.
+        color: false,
     };
     let policy = ctx.policy.clone();
     Ok(Box::new(move |_: &CallEnv| {
@@ -710,8 +709,7 @@ fn grep_input() -> Value {
                 "description": "Search from this stream offset on (a previous call's nextOffset); default 0."
             },
             "ignoreCase": { "type": "boolean" },
-            "fixedStrings": { "type": "boolean", "description": "The pattern is a plain string." },
-            "color": { "type": "boolean", "description": "Match and show ANSI escapes as they are." }
+            "fixedStrings": { "type": "boolean", "description": "The pattern is a plain string." }
         },
         "required": ["id", "pattern"],
         "additionalProperties": false
@@ -765,8 +763,6 @@ struct GrepArgs {
     ignore_case: bool,
     #[serde(default)]
     fixed_strings: bool,
-    #[serde(default)]
-    color: bool,
 }
 
 fn grep_prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
@@ -780,7 +776,9 @@ fn grep_prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String
         context: a.context,
         max_matches: a.max_matches.unwrap_or(100),
         offset: a.offset,
-        color: a.color,
+        // No colour over MCP, as for run: escapes are stripped as the
+        // policy says, so output cannot drive the client's terminal.
+        color: false,
     };
     let policy = ctx.policy.clone();
     Ok(Box::new(move |_: &CallEnv| {
