@@ -5,7 +5,10 @@ Usage: python mcp_client.py AGENT_RSH_BINARY POLICY_FILE
 Connects twice: once with the 2025-11-25 initialize handshake and once
 with the SDK's automatic era detection (server/discover, then 2026-07-28
 requests). Each time it lists the tools, runs `echo hi`, runs a denied
-command, and runs a printing command with a progress callback. Prints
+command, runs a printing command with a progress callback, and spawns a
+background job that it reads through status, output and grep, feeds one
+through send and kills another (the SDK checks each structuredContent
+against the tool's outputSchema). Prints
 "ok: <mode> <protocol version>" per mode; any failed check raises.
 """
 
@@ -64,6 +67,35 @@ async def session(mode: str) -> str:
         check("one" in messages and "two" in messages, f"progress: {seen}")
         values = [p for p, _ in seen]
         check(values == sorted(values) and len(set(values)) == len(values), f"progress values: {values}")
+        names = [t.name for t in tools]
+        check(names == ["run", "spawn", "status", "output", "grep", "send", "kill"], f"tools: {names}")
+        for t in tools:
+            check(t.output_schema is not None, f"{t.name} has no outputSchema")
+            destructive = t.name in ("run", "spawn", "send", "kill")
+            check(t.annotations.destructive_hint is destructive, f"{t.name}: {t.annotations!r}")
+            check(t.annotations.read_only_hint is (t.name in ("status", "output", "grep")),
+                  f"{t.name}: {t.annotations!r}")
+
+        spawned = await client.call_tool("spawn", {"command": "echo from-a-job"})
+        check(not spawned.is_error, f"spawn failed: {spawned!r}")
+        job = spawned.structured_content["id"]
+        status = await client.call_tool("status", {"id": job, "waitMs": 20000})
+        check(status.structured_content["status"] == "exited", f"status: {status!r}")
+        output = await client.call_tool("output", {"id": job})
+        check(output.structured_content["content"] == "from-a-job\n", f"output: {output!r}")
+        found = await client.call_tool("grep", {"id": job, "pattern": "a-j"})
+        check(found.structured_content["total"] == 1, f"grep: {found!r}")
+        reader = (await client.call_tool("spawn", {"command": "bash -c 'read x; echo got $x'"})).structured_content["id"]
+        sent = await client.call_tool("send", {"id": reader, "text": "it", "eof": True})
+        check(sent.structured_content == {"id": reader, "bytes": 3, "eof": True}, f"send: {sent!r}")
+        await client.call_tool("status", {"id": reader, "waitMs": 20000})
+        output = await client.call_tool("output", {"id": reader})
+        check(output.structured_content["content"] == "got it\n", f"output: {output!r}")
+        sleeper = (await client.call_tool("spawn", {"command": "sleep 300"})).structured_content["id"]
+        killed = await client.call_tool("kill", {"id": sleeper, "signal": "KILL"})
+        check(killed.structured_content["status"] == "killed", f"kill: {killed!r}")
+        unknown = await client.call_tool("status", {"id": "999999"})
+        check(unknown.is_error and "hint:" in unknown.content[0].text, f"unknown job: {unknown!r}")
         return version
 
 

@@ -31,9 +31,14 @@ fn official_python_sdk_lists_runs_and_is_refused() {
 
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.toml");
+    // The SDK starts the server with a reduced environment, so the jobs'
+    // state dir is set in the policy, private to this test.
     std::fs::write(
         &policy,
-        "[commands]\nallow = [\"bash\", \"sleep\", \"echo\"]\n",
+        format!(
+            "[commands]\nallow = [\"bash\", \"sleep\", \"echo\"]\n[jobs]\nstate_dir = \"{}\"\n",
+            dir.path().join("jobs").display()
+        ),
     )
     .unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");

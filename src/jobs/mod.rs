@@ -110,6 +110,10 @@ pub struct JobError {
     pub error: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// The id names no job (malformed, never spawned, or removed by gc),
+    /// so a face can say where ids come from.
+    #[serde(skip)]
+    pub unknown_job: bool,
 }
 
 impl JobError {
@@ -118,6 +122,14 @@ impl JobError {
             code,
             error: error.into(),
             result: None,
+            unknown_job: false,
+        }
+    }
+
+    fn no_such_job(error: impl Into<String>) -> JobError {
+        JobError {
+            unknown_job: true,
+            ..JobError::new(code::USAGE, error)
         }
     }
 
@@ -135,6 +147,7 @@ impl JobError {
             code: r.exit_code(),
             error,
             result: serde_json::to_value(r).ok(),
+            unknown_job: false,
         }
     }
 }
@@ -376,8 +389,7 @@ impl StateDir {
 
     fn must_open(policy: &Policy) -> JobResult<StateDir> {
         StateDir::open(policy, false)?.ok_or_else(|| {
-            JobError::new(
-                code::USAGE,
+            JobError::no_such_job(
                 "there are no jobs yet (no state directory); start one with `agent-rsh spawn`",
             )
         })
@@ -396,20 +408,16 @@ impl StateDir {
 
     fn job(&self, id: &str) -> JobResult<JobDir> {
         if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(JobError::new(
-                code::USAGE,
-                format!("`{id}` is not a job id (ids are numbers; `agent-rsh jobs` lists them)"),
-            ));
+            return Err(JobError::no_such_job(format!(
+                "`{id}` is not a job id (ids are numbers; `agent-rsh jobs` lists them)"
+            )));
         }
         let dir = self.root.join(id);
         if !dir.join("meta.json").is_file() {
-            return Err(JobError::new(
-                code::USAGE,
-                format!(
-                    "no job {id} in {} (`agent-rsh jobs` lists them; finished jobs are removed by `jobs --gc`)",
-                    self.root.display()
-                ),
-            ));
+            return Err(JobError::no_such_job(format!(
+                "no job {id} in {} (`agent-rsh jobs` lists them; finished jobs are removed by `jobs --gc`)",
+                self.root.display()
+            )));
         }
         Ok(JobDir {
             id: id.to_string(),
@@ -1323,6 +1331,39 @@ mod tests {
         assert_eq!(parse_signal("SIGKILL"), Some(libc::SIGKILL));
         assert_eq!(parse_signal("int"), Some(libc::SIGINT));
         assert_eq!(parse_signal("HUP"), None);
+    }
+
+    #[test]
+    fn an_id_that_names_no_job_is_marked_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut policy = Policy::default();
+        policy.jobs.state_dir = Some(dir.path().join("jobs"));
+        // No state directory yet, then an empty one.
+        for create in [false, true] {
+            if create {
+                StateDir::open(&policy, true).unwrap();
+            }
+            for id in ["7", "x", "", "1/../2"] {
+                let e = status(&policy, id).unwrap_err();
+                assert!(e.unknown_job, "{id:?}: {e:?}");
+                assert_eq!(e.code, code::USAGE);
+            }
+        }
+        // Other failures are not.
+        assert!(!JobError::new(code::FAILED, "x").unknown_job);
+        policy.jobs.max_concurrent = 0;
+        let req = SpawnRequest {
+            command: CommandInput::Line("true".into()),
+            cwd: None,
+            timeout_ms: None,
+            env: Vec::new(),
+            workspace: None,
+            keep: false,
+            max_output_bytes: None,
+        };
+        let e = spawn(&policy, &req).unwrap_err();
+        assert!(!e.unknown_job, "{e:?}");
+        assert_eq!(e.code, code::DENIED);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `agent-rsh mcp`: the checked, confined run served as an MCP tool over
-//! stdio.
+//! stdio, with the background-job tools (`spawn` and friends) beside it.
 //!
 //! A small synchronous JSON-RPC loop over serde_json, not an SDK with an
 //! async runtime: the engine is synchronous (one poll loop per run), the
@@ -10,6 +10,7 @@
 //! it is in progress; each tool call runs on its own thread; stdout writes
 //! are serialized by `jsonrpc::Output`.
 
+mod job_tools;
 mod jsonrpc;
 mod protocol;
 mod run_tool;

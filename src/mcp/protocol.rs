@@ -36,7 +36,9 @@ const INSTRUCTIONS: &str = "agent-rsh runs one command per call, without a shell
 no pipes, redirection, globbing, variables or command substitution. The policy decides \
 which programs may run; a refusal names the rule and says what to do instead. \
 Commands run confined by the kernel, in a fresh workspace unless the server was \
-started with --workspace.";
+started with --workspace. When the spawn tool is listed, a command that outlasts one call \
+(a server, a watcher, a long build or test suite) goes to spawn, which answers with a job id \
+for status, output, grep, send and kill.";
 
 /// Which era a request is served under.
 #[derive(Debug, Clone, PartialEq)]

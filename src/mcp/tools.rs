@@ -28,18 +28,27 @@ pub struct Tool {
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     pub annotations: Annotations,
-    /// Counts toward `mcp.max_concurrent_calls`. Quick tools (a job's
-    /// status, output or kill) do not, so they stay callable while the
-    /// limit is reached.
+    /// Counts toward `mcp.max_concurrent_calls`: tools that may block a
+    /// thread for long (run, spawn, status with `waitMs`, send). Quick tools
+    /// (a job's output, grep, kill) do not, so a model can still read and
+    /// stop its jobs while the limit is reached.
     pub long_running: bool,
+    /// Whether `tools/list` shows the tool under this policy.
+    pub available: fn(&Policy) -> bool,
     /// Checks the arguments; the error text becomes a -32602 message.
     pub prepare: fn(&Context, &Map<String, Value>) -> Result<Work, String>,
 }
 
 /// Every tool the server offers, in the order `tools/list` shows them.
-/// Background-job tools join as one entry each (what they share, such as
-/// the job table, goes into `Context`).
-pub const TOOLS: &[Tool] = &[super::run_tool::TOOL];
+pub const TOOLS: &[Tool] = &[
+    super::run_tool::TOOL,
+    super::job_tools::SPAWN,
+    super::job_tools::STATUS,
+    super::job_tools::OUTPUT,
+    super::job_tools::GREP,
+    super::job_tools::SEND,
+    super::job_tools::KILL,
+];
 
 pub fn find(name: &str) -> Option<&'static Tool> {
     TOOLS.iter().find(|t| t.name == name)
@@ -85,6 +94,7 @@ impl ToolResult {
 pub fn listing(policy: &Policy) -> Vec<Value> {
     TOOLS
         .iter()
+        .filter(|t| (t.available)(policy))
         .map(|t| {
             json!({
                 "name": t.name,
