@@ -118,7 +118,9 @@ impl Stage {
             Stage::Landlock => "enforcing the Landlock rule set",
             Stage::Capabilities => "dropping capabilities",
             Stage::Seccomp => "installing the seccomp filter",
-            Stage::UserNamespace => "setting up the user namespace",
+            Stage::UserNamespace => {
+                "mapping the caller's uid and gid into the user namespace (uid 0 without CAP_SYS_ADMIN also needs CAP_SETFCAP to be mapped)"
+            }
             Stage::Exec => "executing the program",
         }
     }
