@@ -13,6 +13,11 @@
 //! so killing P kills G and with it the tree. G reaps, forwards signals
 //! into the namespace, and reports H's wait status to P over a pipe.
 //!
+//! A caller without CAP_SYS_ADMIN cannot create a PID namespace alone: G is
+//! then created with `clone(CLONE_NEWUSER | CLONE_NEWPID)`, maps the
+//! caller's uid and gid 1:1, and drops the capabilities the new user
+//! namespace gave it before it forks H (see `confine::userns`).
+//!
 //! Without a PID namespace (confinement off, or a kernel that refuses it in
 //! best-effort mode) G is a child subreaper and kills H's process group;
 //! a descendant that leaves the group can then outlive the run, and the
@@ -592,6 +597,7 @@ fn spawn_guardian(spec: &mut ChildSpec, confinement: &Confinement) -> io::Result
     let want = spec.pid_ns;
     let mut r = try_clone(spec, want, confinement);
     let first_err = errno();
+    let user_ns_refused = want && r < 0 && confinement.needs_user_namespace();
     if r < 0 && want && confinement.report().mode != crate::policy::ConfinementMode::Required {
         r = try_clone(spec, false, confinement);
     }
@@ -600,7 +606,16 @@ fn spawn_guardian(spec: &mut ChildSpec, confinement: &Confinement) -> io::Result
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if r < 0 {
         let e = io::Error::from_raw_os_error(if want { first_err } else { last_err });
-        return Err(if want {
+        return Err(if user_ns_refused {
+            let simulated = confinement.user_namespace().is_none();
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot create a PID namespace for the run: agent-rsh runs without CAP_SYS_ADMIN, so it needs a user namespace for it, and {} ({e}); confinement = \"required\" refuses to run without a PID namespace (allow unprivileged user namespaces, run as root, or set confinement = \"best-effort\")",
+                    crate::confine::userns::blocker(simulated)
+                ),
+            )
+        } else if want {
             io::Error::new(
                 e.kind(),
                 format!(
@@ -616,16 +631,29 @@ fn spawn_guardian(spec: &mut ChildSpec, confinement: &Confinement) -> io::Result
 
 fn try_clone(spec: &mut ChildSpec, pid_ns: bool, confinement: &Confinement) -> libc::c_long {
     spec.pid_ns = pid_ns;
+    // The user namespace comes only with the PID namespace it is for; a
+    // network namespace alone (best-effort fallback) is then refused and
+    // given up as on any kernel that refuses it.
+    let user_ns = if pid_ns {
+        confinement.user_namespace()
+    } else {
+        None
+    };
     let r = raw_fork(
         confinement.extra_clone_flags()
             | if pid_ns {
                 libc::CLONE_NEWPID as libc::c_ulong
             } else {
                 0
+            }
+            | if user_ns.is_some() {
+                libc::CLONE_NEWUSER as libc::c_ulong
+            } else {
+                0
             },
     );
     if r == 0 {
-        guardian_main(spec, confinement);
+        guardian_main(spec, confinement, user_ns);
     }
     r
 }
@@ -654,10 +682,22 @@ fn close_except(keep: &[RawFd]) {
     unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) };
 }
 
-fn guardian_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
+fn guardian_main(
+    spec: &ChildSpec,
+    confinement: &Confinement,
+    user_ns: Option<&crate::confine::userns::Maps>,
+) -> ! {
     // SAFETY: raw system calls in a freshly cloned child.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if let Some(maps) = user_ns
+            && let Err(e) = maps.enter()
+        {
+            let b = e.to_ne_bytes();
+            let msg = [Stage::UserNamespace as u8, b[0], b[1], b[2], b[3]];
+            libc::write(spec.exec_err, msg.as_ptr().cast(), msg.len());
+            libc::_exit(125);
+        }
         if !spec.pid_ns {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         }

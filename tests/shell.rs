@@ -208,7 +208,6 @@ fn text(b: &[u8]) -> String {
 }
 
 const BASE: &str = r#"
-confinement = "best-effort"
 [commands]
 allow = ["echo", "ls", "cat", "sleep"]
 [audit]
@@ -339,18 +338,28 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
         text(&out.stderr)
     );
 
-    // "required" confinement, which an account cannot have: said at login.
+    // "required" confinement: the account gets its PID namespace inside a
+    // user namespace, so commands run.
     sys.write_policy("[commands]\nallow = [\"echo\"]\n[audit]\nlogin = false\n");
     let out = sys
         .login(&u, "-agent-rsh", &["-c", "echo hi"])
         .output()
         .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hi\n");
+    // Where user namespaces are refused too, that is said at login, naming
+    // what is missing.
+    let out = sys
+        .login(&u, "-agent-rsh", &["-c", "echo hi"])
+        .env(agent_rsh::confine::probe::SIMULATE_ENV, "userns")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(125));
     assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("best-effort"),
-        "{}",
-        text(&out.stderr)
+        err.contains("user namespace") && err.contains("best-effort"),
+        "{err}"
     );
 
     // A broken section is an error for everyone.

@@ -14,13 +14,24 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
-    let (pidns, _) = probe::try_namespaces(libc::CLONE_NEWPID as libc::c_ulong);
+    // Without CAP_SYS_ADMIN a run creates its namespaces inside a new user
+    // namespace: probe exactly that.
+    let user_ns_needed = !super::userns::has_cap_sys_admin();
+    let user_ns_available = !k.simulated.contains(&"userns")
+        && probe::try_namespaces((libc::CLONE_NEWUSER | libc::CLONE_NEWPID) as libc::c_ulong).0;
+    let userns_flag = if user_ns_needed && user_ns_available {
+        libc::CLONE_NEWUSER as libc::c_ulong
+    } else {
+        0
+    };
+    let pid_flags = libc::CLONE_NEWPID as libc::c_ulong | userns_flag;
+    let (pidns, _) = probe::try_namespaces(pid_flags);
     let (netns, netns_cost) = if k.netns {
-        probe::try_namespaces((libc::CLONE_NEWPID | libc::CLONE_NEWNET) as libc::c_ulong)
+        probe::try_namespaces(pid_flags | libc::CLONE_NEWNET as libc::c_ulong)
     } else {
         (false, Duration::ZERO)
     };
-    let (_, plain_cost) = probe::try_namespaces(libc::CLONE_NEWPID as libc::c_ulong);
+    let (_, plain_cost) = probe::try_namespaces(pid_flags);
 
     // A run of agent-rsh itself in a scratch directory stands in for any
     // command: the layers do not depend on which program runs.
@@ -39,6 +50,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         Ok(c) => {
             let mut r = serde_json::to_value(c.report()).unwrap_or_default();
             r["pidNamespace"] = json!(!off && pidns);
+            r["userNamespace"] = json!(!off && pidns && c.needs_user_namespace());
             r["networkNamespace"] = json!(c.extra_clone_flags() != 0 && netns);
             if let Some(l) = r.get_mut("landlock") {
                 // The scratch stand-ins say nothing about a real run.
@@ -47,7 +59,14 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 }
             }
             let problem = pid_fail.then(|| {
-                "a PID namespace is not available (run as root or allow unprivileged user namespaces); confinement = \"required\" refuses to run".to_string()
+                if user_ns_needed {
+                    format!(
+                        "a PID namespace is not available: agent-rsh runs without CAP_SYS_ADMIN, so it needs a user namespace for it, and {}; confinement = \"required\" refuses to run (allow unprivileged user namespaces, run as root, or set confinement = \"best-effort\")",
+                        super::userns::blocker(k.simulated.contains(&"userns"))
+                    )
+                } else {
+                    "a PID namespace is not available (run as root or allow unprivileged user namespaces); confinement = \"required\" refuses to run".to_string()
+                }
             });
             (Some(r), problem)
         }
@@ -66,6 +85,8 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 "landlockAbi": k.real_landlock_abi,
                 "seccompFilter": k.seccomp || k.simulated.contains(&"seccomp"),
                 "pidNamespace": pidns,
+                "capSysAdmin": !user_ns_needed,
+                "userNamespace": user_ns_available,
                 "networkNamespace": netns,
                 "networkNamespaceCostUs": netns.then(|| netns_cost.saturating_sub(plain_cost).as_micros() as u64),
             },
@@ -109,7 +130,19 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             "  seccomp filter:    {}",
             yes(k.seccomp || k.simulated.contains(&"seccomp"))
         );
-        println!("  pid namespace:     {}", yes(pidns));
+        println!(
+            "  user namespace:    {}",
+            if user_ns_available { "yes" } else { "no" }
+        );
+        println!(
+            "  pid namespace:     {}{}",
+            yes(pidns),
+            if user_ns_needed {
+                " (no CAP_SYS_ADMIN: inside a user namespace)"
+            } else {
+                ""
+            }
+        );
         println!(
             "  network namespace: {}{}",
             yes(netns),
@@ -157,6 +190,14 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 }
             );
             println!("  pid namespace:     {}", yes(!off && pidns));
+            println!(
+                "  user namespace:    {}",
+                if !off && pidns && c.needs_user_namespace() {
+                    "yes (caller's uid and gid mapped 1:1, no capabilities)"
+                } else {
+                    "no"
+                }
+            );
             println!(
                 "  network namespace: {}",
                 yes(c.extra_clone_flags() != 0 && netns)

@@ -9,12 +9,15 @@
 //! Layers, in the order the child applies them: rlimits, no_new_privs,
 //! Landlock (files, TCP, abstract sockets, signals), capabilities dropped,
 //! seccomp (last: it also refuses calls the earlier steps need). The guardian
-//! adds a PID namespace and, with `network = "none"`, a network namespace.
+//! adds a PID namespace and, with `network = "none"`, a network namespace;
+//! a caller without CAP_SYS_ADMIN gets them inside a new user namespace
+//! (see `userns` for what that changes and why it is safe).
 
 mod doctor;
 pub mod filter;
 pub mod probe;
 pub mod ruleset;
+pub mod userns;
 
 pub use doctor::doctor;
 
@@ -34,6 +37,9 @@ pub struct Report {
     /// The child is PID 1's child in its own PID namespace: the whole tree
     /// dies with the run.
     pub pid_namespace: bool,
+    /// The namespaces were created inside a new user namespace (the caller
+    /// lacks CAP_SYS_ADMIN), with the caller's uid and gid mapped 1:1.
+    pub user_namespace: bool,
     /// The run has its own network namespace (no interfaces but a down
     /// loopback).
     pub network_namespace: bool,
@@ -83,6 +89,7 @@ pub enum Stage {
     Landlock = 5,
     Capabilities = 6,
     Seccomp = 7,
+    UserNamespace = 8,
     Exec = 9,
 }
 
@@ -96,6 +103,7 @@ impl Stage {
             5 => Stage::Landlock,
             6 => Stage::Capabilities,
             7 => Stage::Seccomp,
+            8 => Stage::UserNamespace,
             9 => Stage::Exec,
             _ => return None,
         })
@@ -110,6 +118,9 @@ impl Stage {
             Stage::Landlock => "enforcing the Landlock rule set",
             Stage::Capabilities => "dropping capabilities",
             Stage::Seccomp => "installing the seccomp filter",
+            Stage::UserNamespace => {
+                "mapping the caller's uid and gid into the user namespace (uid 0 without CAP_SYS_ADMIN also needs CAP_SETFCAP to be mapped)"
+            }
             Stage::Exec => "executing the program",
         }
     }
@@ -124,6 +135,8 @@ pub struct Confinement {
     seccomp: Option<&'static [sock_filter]>,
     /// Ask exec for a PID namespace (the tree dies with its init).
     pub want_pid_namespace: bool,
+    /// Create the namespaces inside a new user namespace, with these maps.
+    user_namespace: Option<userns::Maps>,
     want_net_namespace: bool,
     warnings: Vec<String>,
     report: Report,
@@ -271,6 +284,15 @@ impl Confinement {
 
         let want_net_namespace =
             !off && !network_allowed && kernel.netns && policy.network_namespace;
+        // The decision: without CAP_SYS_ADMIN the kernel refuses a PID (and
+        // network) namespace unless it is created together with a user
+        // namespace, so an unprivileged caller asks for one. The guardian
+        // maps the caller's own uid and gid 1:1 and drops every capability
+        // the new namespace gave it before the command is forked; the
+        // command still sets no_new_privs, Landlock and seccomp (which
+        // refuses nested namespaces) itself. `userns` says why this keeps
+        // the guarantees. With confinement off nothing is added.
+        let user_namespace = (!off && !userns::has_cap_sys_admin()).then(userns::Maps::of_caller);
         Ok(Confinement {
             rlimits,
             no_new_privs: true,
@@ -281,11 +303,13 @@ impl Confinement {
             // wanted even with confinement off (which then tolerates its
             // absence).
             want_pid_namespace: true,
+            user_namespace,
             want_net_namespace,
             warnings,
             report: Report {
                 mode,
                 pid_namespace: false,
+                user_namespace: false,
                 network_namespace: false,
                 no_new_privs: true,
                 landlock: landlock_report,
@@ -305,9 +329,27 @@ impl Confinement {
         })
     }
 
-    /// Records what exec obtained for the PID namespace.
+    /// Records what exec obtained for the PID namespace (and with it the
+    /// user namespace, which is only ever created together with it).
     pub fn set_pid_namespace(&mut self, on: bool) {
         self.report.pid_namespace = on;
+        self.report.user_namespace = on && self.user_namespace.is_some();
+    }
+
+    /// The user namespace the guardian is created in, when the caller needs
+    /// one for its PID namespace. `None` when the caller has CAP_SYS_ADMIN,
+    /// with confinement off, or when the simulation seam took user
+    /// namespaces away (the clone then fails as on a kernel that refuses).
+    pub fn user_namespace(&self) -> Option<&userns::Maps> {
+        if probe::kernel().simulated.contains(&"userns") {
+            return None;
+        }
+        self.user_namespace.as_ref()
+    }
+
+    /// Whether the caller needs a user namespace for its PID namespace.
+    pub fn needs_user_namespace(&self) -> bool {
+        self.user_namespace.is_some()
     }
 
     /// Namespace flags exec adds to the guardian's clone.
@@ -432,7 +474,7 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
 /// use root's privileges. The bounding set is left alone: with no_new_privs
 /// an exec can never gain capabilities the process does not hold, so
 /// emptying the permitted set is final (and saves some 40 calls per run).
-fn drop_capabilities() -> Result<(), i32> {
+pub(crate) fn drop_capabilities() -> Result<(), i32> {
     // SAFETY: prctl and capset with stack values.
     unsafe {
         libc::prctl(

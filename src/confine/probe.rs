@@ -1,6 +1,6 @@
 //! What this kernel offers, probed once per process.
 //!
-//! The simulation seam: `AGENT_RSH_SIMULATE_MISSING=landlock,seccomp,netns`
+//! The simulation seam: `AGENT_RSH_SIMULATE_MISSING=landlock,seccomp,netns,userns`
 //! makes the probe report those layers as unavailable. It can only take
 //! layers away, never add them; under `confinement = "required"` a layer
 //! taken away makes the run fail closed, under "best-effort" the RunResult
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 pub const SIMULATE_ENV: &str = "AGENT_RSH_SIMULATE_MISSING";
 
 /// Layers the seam can take away.
-pub const SIMULABLE: [&str; 3] = ["landlock", "seccomp", "netns"];
+pub const SIMULABLE: [&str; 4] = ["landlock", "seccomp", "netns", "userns"];
 
 #[derive(Debug, Clone)]
 pub struct Kernel {

@@ -218,15 +218,23 @@ impl Login {
             return Err(format!("home {} is not a directory", home.display()));
         }
         // exec needs a PID namespace under "required"; an account without
-        // the privilege to create one would see every command fail, so say
-        // it once, at login, with what to change.
+        // CAP_SYS_ADMIN gets it inside a user namespace. On a machine that
+        // refuses those too every command would fail, so say it once, at
+        // login, naming what is missing and what to change.
         if policy.confinement == crate::policy::ConfinementMode::Required
-            && !crate::confine::probe::try_namespaces(libc::CLONE_NEWPID as libc::c_ulong).0
+            && !crate::confine::userns::has_cap_sys_admin()
         {
-            return Err(format!(
-                "{} cannot create a PID namespace here, which confinement = \"required\" needs for every command; set confinement = \"best-effort\" for login accounts (Landlock, seccomp and the limits still apply)",
-                identity.user
-            ));
+            let simulated = crate::confine::probe::kernel()
+                .simulated
+                .contains(&"userns");
+            let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWPID) as libc::c_ulong;
+            if simulated || !crate::confine::probe::try_namespaces(flags).0 {
+                return Err(format!(
+                    "{} cannot create a PID namespace here: without CAP_SYS_ADMIN it needs a user namespace, and {}; confinement = \"required\" needs one for every command (allow unprivileged user namespaces, or set confinement = \"best-effort\" for login accounts: Landlock, seccomp and the limits still apply)",
+                    identity.user,
+                    crate::confine::userns::blocker(simulated)
+                ));
+            }
         }
         // Commands may write anywhere in the home: a program found there
         // could be replaced by the user.
