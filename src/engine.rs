@@ -55,6 +55,9 @@ pub fn execute(
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };
+    if let Err(d) = check::reach::loaded_policy_out_of_reach(policy, opts.workspace.as_deref()) {
+        return RunResult::denied(command, d);
+    }
     let ws = match &opts.workspace {
         Some(dir) => Workspace::persistent(dir),
         None => Workspace::fresh(policy.workspace.parent.as_deref()),

@@ -38,6 +38,10 @@ pub struct Policy {
     pub output: OutputPolicy,
     pub workspace: WorkspacePolicy,
     pub scopes: Scopes,
+    /// The file this policy was read from (none for the embedded default):
+    /// the engine refuses to run a command that could rewrite it.
+    #[serde(skip)]
+    pub origin: Option<PathBuf>,
     /// The MCP server face (`agent-rsh mcp`).
     pub mcp: crate::mcp::McpPolicy,
     /// Background jobs (`spawn` and friends).
@@ -247,6 +251,7 @@ impl Default for Policy {
             output: OutputPolicy::default(),
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
+            origin: None,
             mcp: crate::mcp::McpPolicy::default(),
             jobs: crate::jobs::JobsPolicy::default(),
             shell: Default::default(),
@@ -298,11 +303,14 @@ impl std::error::Error for PolicyError {}
 impl Policy {
     /// Parses policy text; `source` names it in errors.
     pub fn parse(text: &str, source: Source) -> Result<Policy, PolicyError> {
-        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
+        let mut policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
             position: e.span().map(|s| line_col(text, s.start)),
             message: e.message().trim().to_string(),
             source: source.clone(),
         })?;
+        if let Source::File(path) = &source {
+            policy.origin = Some(path.clone());
+        }
         policy.validate().map_err(|message| PolicyError {
             source,
             position: None,

@@ -343,6 +343,24 @@ fn policy_inside_the_workspace_is_refused() {
     assert_eq!(out.status.code(), Some(126));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["denial"]["rule"], "policy.reachable", "{v}");
+    // A background job in that workspace is refused before it detaches.
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(["spawn", "--policy"])
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "ls"])
+        .env("XDG_STATE_HOME", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("policy.reachable"), "{said}");
     // The same policy outside the workspace runs.
     let p = policy("[commands]\nallow = [\"ls\"]\n");
     let (r, code) = run_json(Some(&p), Some(ws.path()), "ls");

@@ -413,6 +413,32 @@ fn denied_command_is_an_error_result_with_rule_reason_and_hint() {
 }
 
 #[test]
+fn a_policy_inside_the_server_workspace_is_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let path = ws.path().join("policy.toml");
+    std::fs::write(&path, "[commands]\nallow = [\"ls\"]\n").unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.arg("mcp")
+        .env_remove("AGENT_RSH_POLICY")
+        .arg("--policy")
+        .arg(&path)
+        .arg("--workspace")
+        .arg(ws.path());
+    let mut s = Server::spawn(cmd);
+    let r = s.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "ls"}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["isError"], true, "{r}");
+    assert_eq!(
+        res["structuredContent"]["denial"]["rule"], "policy.reachable",
+        "{r}"
+    );
+}
+
+#[test]
 fn run_arguments_reach_the_command() {
     let p = shell_policy();
     let mut s = Server::start(Some(&p));

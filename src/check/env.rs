@@ -125,17 +125,19 @@ pub fn dangerous(name: &str) -> Option<&'static str> {
 pub fn build(
     policy: &Policy,
     call: &[String],
-    inherited: &mut dyn Iterator<Item = (OsString, OsString)>,
+    inherited: &mut dyn FnMut(&str) -> Option<OsString>,
 ) -> Result<Vec<(String, String)>, Denial> {
     let mut env: Vec<(String, String)> = DEFAULTS
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    for (k, v) in inherited {
-        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+    // Look up only the passed names: copying agent-rsh's whole environment
+    // was most of the cost of a check.
+    for k in &policy.env.pass {
+        if PINNED.contains(&k.as_str()) {
             continue;
-        };
-        if policy.env.pass.iter().any(|p| p == k) && !PINNED.contains(&k) {
+        }
+        if let Some(v) = inherited(k).as_deref().and_then(|v| v.to_str()) {
             upsert(&mut env, k, v);
         }
     }
@@ -196,10 +198,13 @@ mod tests {
         inherited: &[(&str, &str)],
     ) -> Result<Vec<(String, String)>, Denial> {
         let call: Vec<String> = call.iter().map(|s| s.to_string()).collect();
-        let mut it = inherited
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        build(policy, &call, &mut it)
+        let mut lookup = |name: &str| {
+            inherited
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        };
+        build(policy, &call, &mut lookup)
     }
 
     fn get<'a>(env: &'a [(String, String)], k: &str) -> Option<&'a str> {

@@ -154,14 +154,22 @@ fn check_into(
     judgement: &mut judge::Judgement,
     explain: bool,
 ) -> Result<Plan, Denial> {
-    let argv = split(policy, &req.command)?;
-    let program = resolve(policy, &argv[0])?;
+    let (argv, offsets) = split_at(policy, &req.command)?;
+    // A refusal of one word also names where that word starts in the line.
+    let locate = |mut d: Denial| {
+        if d.offset.is_none() {
+            d.offset = d.arg_index.and_then(|i| offsets.get(i).copied());
+        }
+        d
+    };
+    let program = resolve(policy, &argv[0]).map_err(locate)?;
     *judgement = judge::judge(policy, &argv, &mut |name| resolve(policy, name), explain);
-    if let Some(d) = judgement.denial.clone() {
-        return Err(d);
+    if let Some(d) = judgement.denial.as_mut() {
+        *d = locate(d.clone());
+        return Err(d.clone());
     }
     let mut warnings: Vec<String> = judgement.warnings().collect();
-    let env = env::build(policy, &req.env, &mut std::env::vars_os())?;
+    let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
     let cwd = confine_cwd(req.cwd.as_deref())?;
     let max = policy.limits.timeout_ms;
     let timeout_ms = match req.timeout_ms {
@@ -205,11 +213,17 @@ fn check_into(
 
 /// The argv, from the lexer or from the caller's words.
 pub fn split(policy: &Policy, input: &CommandInput) -> Result<Vec<String>, Denial> {
+    split_at(policy, input).map(|(argv, _)| argv)
+}
+
+/// The argv and, for a lexed line, the byte offset where each word starts
+/// (empty for `--argv` words, which have no line).
+fn split_at(policy: &Policy, input: &CommandInput) -> Result<(Vec<String>, Vec<usize>), Denial> {
     match input {
         CommandInput::Line(line) => Ok(lex::lex(line, policy.max_command_bytes)?
             .into_iter()
-            .map(|w| w.text)
-            .collect()),
+            .map(|w| (w.text, w.offset))
+            .unzip()),
         CommandInput::Argv(words) => {
             if words.is_empty() {
                 return Err(Denial::new(
@@ -232,7 +246,7 @@ pub fn split(policy: &Policy, input: &CommandInput) -> Result<Vec<String>, Denia
             for (i, w) in words.iter().enumerate() {
                 lex::check_argv_word(w, 0).map_err(|e| Denial::from(e).at_arg(i))?;
             }
-            Ok(words.clone())
+            Ok((words.clone(), Vec::new()))
         }
     }
 }
@@ -350,6 +364,15 @@ mod tests {
         let mut p = Policy::default();
         p.commands.allow = allow.iter().map(|s| s.to_string()).collect();
         p
+    }
+
+    #[test]
+    fn a_refused_word_is_located_in_the_line() {
+        let p = Policy::embedded();
+        let d = check(&p, &Request::line(r"find . -exec id \;")).unwrap_err();
+        assert_eq!((d.arg_index, d.offset), (Some(2), Some(7)), "{d:?}");
+        let d = check(&p, &Request::line("  nope x")).unwrap_err();
+        assert_eq!((d.arg_index, d.offset), (Some(0), Some(2)));
     }
 
     #[test]

@@ -44,6 +44,16 @@ pub fn policy_out_of_reach(
     Ok(())
 }
 
+/// The same refusal for a loaded policy, wherever it came from: every face
+/// reaches it through `engine::execute` (and `jobs::spawn`, before it
+/// detaches), so none can run a command that could rewrite its own policy.
+pub fn loaded_policy_out_of_reach(policy: &Policy, workspace: Option<&Path>) -> Result<(), Denial> {
+    match &policy.origin {
+        Some(path) => policy_out_of_reach(&Source::File(path.clone()), workspace, policy),
+        None => Ok(()),
+    }
+}
+
 /// The real path where it exists; otherwise the path made absolute, so a
 /// not-yet-created workspace still compares.
 fn canonical(p: &Path) -> PathBuf {

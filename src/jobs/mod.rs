@@ -612,6 +612,10 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
     jpolicy.limits.timeout_ms = policy.jobs.max_runtime_ms;
     let req = sreq.request();
     let plan = check::check(&jpolicy, &req)
+        .and_then(|plan| {
+            check::reach::loaded_policy_out_of_reach(policy, sreq.workspace.as_deref())
+                .map(|()| plan)
+        })
         .map_err(|d| JobError::from_result(&RunResult::denied(req.display(), d)))?;
     let cap = match sreq.max_output_bytes {
         Some(n) if n < MIN_OUTPUT_BYTES => {
