@@ -165,6 +165,14 @@ pub fn main() -> i32 {
             return if e.use_stderr() { code::USAGE } else { 0 };
         }
     };
+    if matches!(cli.cmd, Cmd::Check(_) | Cmd::Policy(_) | Cmd::Doctor { .. }) {
+        // Report-only commands end quietly when their reader goes away
+        // (`agent-rsh policy show | head`), as other Unix filters do, instead
+        // of panicking on EPIPE. `run` keeps SIGPIPE ignored: a closed stdout
+        // must not end the command it is running.
+        // SAFETY: signal(2) before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.cmd {
         Cmd::Run(a) => cmd_run(a),
         Cmd::Check(a) => cmd_check(a),
@@ -304,10 +312,8 @@ fn report_text(r: &RunResult) {
                     "not found"
                 };
                 let _ = write!(err, "agent-rsh: {what}: {}: {}", d.rule, d.reason);
-                if let Some(o) = d.offset {
-                    let _ = write!(err, " (at byte {o})");
-                } else if let Some(i) = d.arg_index {
-                    let _ = write!(err, " (argument {i})");
+                if let Some(at) = d.location() {
+                    let _ = write!(err, " ({at})");
                 }
                 let _ = writeln!(err);
                 if let Some(h) = &d.hint {

@@ -66,6 +66,7 @@ fn default_policy_refuses_find_exec_with_rule_index_and_hint() {
     assert_eq!(r["status"], "denied");
     assert_eq!(r["denial"]["rule"], "args.find.exec");
     assert_eq!(r["denial"]["argIndex"], 4);
+    assert_eq!(r["denial"]["offset"], 19, "the byte where `-exec` starts");
     assert!(
         r["denial"]["hint"].as_str().unwrap().contains("-print"),
         "{r}"
@@ -77,7 +78,7 @@ fn default_policy_refuses_find_exec_with_rule_index_and_hint() {
     assert_eq!(out.status.code(), Some(126));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("denied: args.find.exec"), "{err}");
-    assert!(err.contains("(argument 2)"), "{err}");
+    assert!(err.contains("(argument 2, at byte 7)"), "{err}");
     assert!(err.contains("hint: list the files"), "{err}");
     assert!(out.stdout.is_empty());
 }
@@ -166,6 +167,7 @@ fn wrappers_are_checked_inside_out() {
     assert_eq!(code, Some(126), "{r}");
     assert_eq!(r["denial"]["rule"], "guard.fs.rm-root");
     assert_eq!(r["denial"]["argIndex"], 4);
+    assert_eq!(r["denial"]["offset"], 17, "the byte where `/` starts");
 
     // The workspace root is guarded too, and nothing ran.
     let (r, code) = run_json(Some(&p), Some(ws.path()), "env nice rm -rf .");

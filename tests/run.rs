@@ -558,6 +558,31 @@ fn policy_subcommands() {
 }
 
 #[test]
+fn report_commands_end_quietly_on_a_closed_stdout() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    for args in [&["policy", "show"][..], &["check", "ls -la"][..]] {
+        // A pipe whose reader is already gone: every write fails with EPIPE.
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) into a local array; both fds are owned below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh fds from pipe(2), each owned exactly once.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(r);
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .env_remove("AGENT_RSH_POLICY")
+            .stdout(Stdio::from(w))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn missing_program_is_127() {
     let p = policy("[commands]\nallow = [\"no-such-program-xyz\"]\n");
     agent()

@@ -120,13 +120,24 @@ impl From<LexError> for Denial {
     }
 }
 
+impl Denial {
+    /// Where the fault is, for people: "argument 2, at byte 7", or either
+    /// half alone (lexer refusals have no argument, `--argv` words no byte).
+    pub fn location(&self) -> Option<String> {
+        match (self.arg_index, self.offset) {
+            (Some(i), Some(o)) => Some(format!("argument {i}, at byte {o}")),
+            (Some(i), None) => Some(format!("argument {i}")),
+            (None, Some(o)) => Some(format!("at byte {o}")),
+            (None, None) => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Denial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.rule, self.reason)?;
-        if let Some(o) = self.offset {
-            write!(f, " (at byte {o})")?;
-        } else if let Some(i) = self.arg_index {
-            write!(f, " (argument {i})")?;
+        if let Some(at) = self.location() {
+            write!(f, " ({at})")?;
         }
         if let Some(h) = &self.hint {
             write!(f, "; {h}")?;

@@ -252,10 +252,8 @@ pub fn render_text(r: &RunResult, mcp: &McpPolicy, nonce: &str) -> String {
             match &r.denial {
                 Some(den) => {
                     let _ = write!(t, "{what}: rule {}: {}", den.rule, den.reason);
-                    if let Some(o) = den.offset {
-                        let _ = write!(t, " (at byte {o})");
-                    } else if let Some(i) = den.arg_index {
-                        let _ = write!(t, " (argument {i})");
+                    if let Some(at) = den.location() {
+                        let _ = write!(t, " ({at})");
                     }
                     if let Some(h) = &den.hint {
                         let _ = write!(t, "\nhint: {h}");

@@ -340,8 +340,8 @@ impl Session {
                     "not found"
                 };
                 let mut line = format!("agent-rsh: {what} ({}): {}", d.rule, d.reason);
-                if let Some(o) = d.offset {
-                    line.push_str(&format!(" at byte {o}"));
+                if let Some(at) = d.location() {
+                    line.push_str(&format!(" ({at})"));
                 }
                 let hint = if d.rule == "command.not-allowed" {
                     Some("type `help` for the commands you may run")
