@@ -58,7 +58,7 @@ impl Builtin {
             b.rules.extend(f.rule);
         }
         for r in &b.rules {
-            r.validate()?;
+            r.validate_shape()?;
         }
         for (i, g) in b.grammars.iter().enumerate() {
             index(&g.commands, i, &mut b.grammar_by_name, &mut b.grammar_globs);
@@ -183,6 +183,7 @@ mod tests {
         assert!(b.rules.len() > 50, "{}", b.rules.len());
         let mut ids = BTreeSet::new();
         for r in &b.rules {
+            r.validate().unwrap_or_else(|e| panic!("{e}"));
             assert!(
                 r.id.starts_with("args.")
                     || r.id.starts_with("guard.")
