@@ -321,28 +321,11 @@ fn report_text(r: &RunResult) {
                 }
             }
         }
-        Status::TimedOut => {
-            let _ = writeln!(
-                err,
-                "agent-rsh: timed out after {} ms; the process tree was killed",
-                r.duration_ms
-            );
+        _ => {
+            if let Some(line) = r.ending_line() {
+                let _ = writeln!(err, "{line}");
+            }
         }
-        Status::Interrupted => {
-            let _ = writeln!(
-                err,
-                "agent-rsh: interrupted by signal {}; the process tree was stopped",
-                r.signal.unwrap_or(0)
-            );
-        }
-        Status::Failed => {
-            let _ = writeln!(
-                err,
-                "agent-rsh: failed: {}",
-                r.error.as_deref().unwrap_or("unknown error")
-            );
-        }
-        Status::Exited | Status::Signaled => {}
     }
     if let Some(ws) = &r.workspace {
         let _ = writeln!(err, "agent-rsh: workspace kept at {ws}");

@@ -62,6 +62,27 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// agent-rsh's one line about how a run ended, for the text faces
+    /// (`run` and the shell); none for a command that exited or was
+    /// signalled on its own, and none for denials (each face words those).
+    pub fn ending_line(&self) -> Option<String> {
+        match self.status {
+            Status::TimedOut => Some(format!(
+                "agent-rsh: timed out after {} ms; the process tree was killed",
+                self.duration_ms
+            )),
+            Status::Interrupted => Some(format!(
+                "agent-rsh: interrupted by signal {}; the process tree was stopped",
+                self.signal.unwrap_or(0)
+            )),
+            Status::Failed => Some(format!(
+                "agent-rsh: failed: {}",
+                self.error.as_deref().unwrap_or("unknown error")
+            )),
+            Status::Exited | Status::Signaled | Status::Denied | Status::NotFound => None,
+        }
+    }
+
     pub fn new(command: String, argv: Vec<String>, status: Status) -> RunResult {
         RunResult {
             schema: SCHEMA,

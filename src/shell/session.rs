@@ -356,31 +356,15 @@ impl Session {
                 }
                 let _ = writeln!(err, "{line}");
             }
-            Status::TimedOut => {
-                let _ = writeln!(
-                    err,
-                    "agent-rsh: timed out after {} ms; the process tree was killed",
-                    r.duration_ms
-                );
-            }
+            // Ctrl-C at the prompt's own terminal: a new line is enough.
             Status::Interrupted if r.signal == Some(libc::SIGINT) && self.interactive => {
                 let _ = writeln!(err);
             }
-            Status::Interrupted => {
-                let _ = writeln!(
-                    err,
-                    "agent-rsh: interrupted by signal {}; the process tree was stopped",
-                    r.signal.unwrap_or(0)
-                );
+            _ => {
+                if let Some(line) = r.ending_line() {
+                    let _ = writeln!(err, "{line}");
+                }
             }
-            Status::Failed => {
-                let _ = writeln!(
-                    err,
-                    "agent-rsh: failed: {}",
-                    r.error.as_deref().unwrap_or("unknown error")
-                );
-            }
-            Status::Exited | Status::Signaled => {}
         }
     }
 
