@@ -18,4 +18,5 @@ pub mod policy;
 pub mod profile;
 pub mod result;
 pub mod shell;
+pub mod sys;
 pub mod workspace;

@@ -30,7 +30,7 @@ mod supervisor;
 pub use grep::{GrepMatch, GrepQuery, GrepResult};
 pub use supervisor::supervise_main;
 
-use crate::check::{self, CommandInput, Denial, Request};
+use crate::check::{self, Denial, Request};
 use crate::plan::StdinMode;
 use crate::policy::Policy;
 use crate::result::{RunResult, code};
@@ -252,10 +252,8 @@ pub struct Spawned {
 /// What to spawn: the same request `run` builds, plus job options.
 #[derive(Debug, Clone)]
 pub struct SpawnRequest {
-    pub command: CommandInput,
-    pub cwd: Option<String>,
-    pub timeout_ms: Option<u64>,
-    pub env: Vec<String>,
+    /// Its stdin is the job's FIFO whatever it says.
+    pub request: Request,
     /// Run in this existing directory instead of a fresh workspace.
     pub workspace: Option<PathBuf>,
     /// Keep the fresh workspace when the job ends.
@@ -265,13 +263,12 @@ pub struct SpawnRequest {
 }
 
 impl SpawnRequest {
-    fn request(&self) -> Request {
-        Request {
-            command: self.command.clone(),
-            cwd: self.cwd.clone(),
-            timeout_ms: self.timeout_ms,
-            env: self.env.clone(),
-            stdin: StdinMode::Null,
+    pub fn new(request: Request) -> SpawnRequest {
+        SpawnRequest {
+            request,
+            workspace: None,
+            keep: false,
+            max_output_bytes: None,
         }
     }
 }
@@ -603,19 +600,19 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
             "use `agent-rsh run`, or raise jobs.max_concurrent in the policy",
         );
         return Err(JobError::from_result(&RunResult::denied(
-            sreq.request().display(),
+            sreq.request.display(),
             d,
         )));
     }
     // A job's deadline is bounded by jobs.max_runtime_ms.
     let mut jpolicy = policy.clone();
     jpolicy.limits.timeout_ms = policy.jobs.max_runtime_ms;
-    let req = sreq.request();
-    let plan = check::check(&jpolicy, &req)
-        .and_then(|plan| {
-            check::reach::loaded_policy_out_of_reach(policy, sreq.workspace.as_deref())
-                .map(|()| plan)
-        })
+    let req = Request {
+        stdin: StdinMode::Null,
+        ..sreq.request.clone()
+    };
+    // The supervisor admits it again before it runs (`engine::execute`).
+    let plan = check::admit(&jpolicy, &req, sreq.workspace.as_deref())
         .map_err(|d| JobError::from_result(&RunResult::denied(req.display(), d)))?;
     let cap = match sreq.max_output_bytes {
         Some(n) if n < MIN_OUTPUT_BYTES => {
@@ -658,14 +655,9 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
     let spec = supervisor::Spec {
         id: id.clone(),
         dir: dir.clone(),
+        origin: jpolicy.origin.clone(),
         policy: jpolicy,
-        command: match &sreq.command {
-            CommandInput::Line(s) => supervisor::SpecCommand::Line(s.clone()),
-            CommandInput::Argv(w) => supervisor::SpecCommand::Argv(w.clone()),
-        },
-        cwd: sreq.cwd.clone(),
-        timeout_ms: sreq.timeout_ms,
-        env: sreq.env.clone(),
+        request: req,
         workspace,
         keep: sreq.keep,
         layout: Layout::new(cap),
@@ -1356,16 +1348,7 @@ mod tests {
         // Other failures are not.
         assert!(!JobError::new(code::FAILED, "x").unknown_job);
         policy.jobs.max_concurrent = 0;
-        let req = SpawnRequest {
-            command: CommandInput::Line("true".into()),
-            cwd: None,
-            timeout_ms: None,
-            env: Vec::new(),
-            workspace: None,
-            keep: false,
-            max_output_bytes: None,
-        };
-        let e = spawn(&policy, &req).unwrap_err();
+        let e = spawn(&policy, &SpawnRequest::new(Request::line("true"))).unwrap_err();
         assert!(!e.unknown_job, "{e:?}");
         assert_eq!(e.code, code::DENIED);
     }

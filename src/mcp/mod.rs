@@ -16,10 +16,12 @@ mod protocol;
 mod run_tool;
 mod tools;
 
+use crate::cli::{CliError, CliResult, exit_code};
 use crate::policy::Policy;
+use crate::result::code;
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The `[mcp]` section of the policy.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,9 +64,6 @@ impl McpPolicy {
 
 #[derive(Args)]
 pub struct McpArgs {
-    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
     /// Run every call in this existing directory (kept between calls)
     /// instead of a fresh workspace per call.
     #[arg(long, value_name = "DIR")]
@@ -72,25 +71,18 @@ pub struct McpArgs {
 }
 
 /// Runs the server until stdin closes; returns the process exit code.
-pub fn main(a: McpArgs) -> i32 {
-    let policy = match Policy::locate(a.policy.as_deref()) {
-        Ok((p, _)) => p,
-        Err(e) => {
-            eprintln!("agent-rsh mcp: {e}");
-            eprintln!(
-                "agent-rsh mcp: not serving; fix the policy (`agent-rsh policy check FILE` validates it)"
-            );
-            return crate::result::code::FAILED;
-        }
-    };
+pub fn main(policy: Option<&Path>, a: McpArgs) -> CliResult {
+    let (policy, _) = Policy::locate(policy).map_err(|e| CliError::policy(&e, "not serving"))?;
     if let Some(dir) = &a.workspace
         && !dir.is_dir()
     {
-        eprintln!(
-            "agent-rsh mcp: --workspace {}: not a directory; create it or omit the flag",
-            dir.display()
-        );
-        return crate::result::code::FAILED;
+        return Err(CliError::new(
+            code::FAILED,
+            format!(
+                "mcp --workspace {}: not a directory; create it or omit the flag",
+                dir.display()
+            ),
+        ));
     }
-    protocol::serve(policy, a.workspace)
+    Ok(exit_code(protocol::serve(policy, a.workspace)))
 }
