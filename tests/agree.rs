@@ -37,6 +37,10 @@ fn verdict(sub: &str, policy: &Path, flags: &[&str], words: &[&str]) -> (Option<
     (rule, out.status.code().expect("exited"))
 }
 
+/// Policy file, flags, command words, the rule refused (None: allowed),
+/// the exit code.
+type Case<'a> = (&'a Path, &'a [&'a str], &'a [&'a str], Option<&'a str>, i32);
+
 #[test]
 fn check_and_run_agree_on_every_kind_of_verdict() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,7 +60,7 @@ fn check_and_run_agree_on_every_kind_of_verdict() {
     let ws = dir.path().display().to_string();
     let argv = ["--argv"];
     #[rustfmt::skip]
-    let cases: &[(&Path, &[&str], &[&str], Option<&str>, i32)] = &[
+    let cases: &[Case] = &[
         (&policy, &[], &["echo hi"], None, 0),
         (&policy, &["--timeout", "99999999"], &["echo hi"], None, 0),
         (&policy, &[], &["echo a;b"], Some("lex.list"), 126),
