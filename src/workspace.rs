@@ -1,6 +1,6 @@
 //! The run's workspace: a fresh private directory, or a persistent one.
 
-use crate::check::Denial;
+use crate::denial::Denial;
 use std::io;
 use std::path::{Path, PathBuf};
 
