@@ -83,10 +83,11 @@ pub fn execute(
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
     };
-    let mut confinement = match Confinement::prepare(policy, &plan, ws.root()) {
-        Ok(c) => c,
-        Err(e) => return RunResult::failed(command, e),
-    };
+    let mut confinement =
+        match Confinement::prepare(policy, &plan, ws.root(), ws.is_fresh() && !opts.keep) {
+            Ok(c) => c,
+            Err(e) => return RunResult::failed(command, e),
+        };
     let envp = plan.envp(ws.root());
     let outcome = exec::run(
         &plan,

@@ -57,6 +57,12 @@ impl Workspace {
         })
     }
 
+    /// Whether the workspace was made for this run (and is removed after
+    /// it).
+    pub fn is_fresh(&self) -> bool {
+        self.temp.is_some()
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -167,6 +167,9 @@ pub struct Limits {
     /// Processes (RLIMIT_NPROC, counted per user by the kernel; with a PID
     /// namespace the tree is also bounded by the deadline).
     pub processes: u64,
+    /// Size of a fresh workspace (a tmpfs in the run's mount view), bytes;
+    /// 0 leaves a fresh workspace on the disk of `workspace.parent`.
+    pub workspace_bytes: u64,
 }
 
 impl Default for Limits {
@@ -179,6 +182,7 @@ impl Default for Limits {
             file_size_bytes: 1 << 30,
             open_files: 1024,
             processes: 512,
+            workspace_bytes: 4 << 30,
         }
     }
 }
