@@ -180,7 +180,8 @@ fn spawn_returns_at_once_then_output_pages_grep_finds_and_kill_ends_it() {
     assert_eq!(first_new["text"], format!("tick {}", seen + 1));
 
     // kill from yet another process: the tree is gone.
-    assert!(!sleeps_with(&m).is_empty(), "the ticker's sleeps run");
+    // A sleep at a time, with a moment between two: wait for one.
+    wait_for("the ticker's sleeps run", || !sleeps_with(&m).is_empty());
     let k = w.ok(&["kill", &job]);
     assert_eq!(k["status"], "killed", "{k}");
     assert_eq!(wait_until_gone(&m), Vec::<String>::new());
