@@ -21,6 +21,10 @@ use std::process::ExitCode;
 )]
 pub struct Cli {
     /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
+    ///
+    /// Given before or after the subcommand. The embedded default is the
+    /// read-only inspection set; a policy that cannot be read or parsed
+    /// fails closed (exit 125).
     #[arg(long, global = true, value_name = "FILE")]
     policy: Option<PathBuf>,
     #[command(subcommand)]
@@ -46,6 +50,29 @@ enum Cmd {
     Mcp(crate::mcp::McpArgs),
     #[command(flatten)]
     Jobs(crate::jobs::cli::JobCmd),
+    /// Print a completion script for SHELL on stdout.
+    ///
+    /// bash: `agent-rsh completions bash > /etc/bash_completion.d/agent-rsh`;
+    /// zsh: into a directory on $fpath as `_agent-rsh`; fish: into
+    /// ~/.config/fish/completions/agent-rsh.fish.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+}
+
+/// The shells `completions` writes scripts for.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// The whole command line as clap sees it (for the man page and the
+/// completion scripts, which are generated from it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// What a caller asks for, as flags: the same for `run`, `check` and
@@ -53,20 +80,31 @@ enum Cmd {
 #[derive(Args)]
 pub struct RequestArgs {
     /// Working directory, relative to the workspace root.
+    ///
+    /// Security: it may not leave the workspace, through `..` or a symlink.
     #[arg(long, value_name = "DIR")]
     cwd: Option<String>,
     /// Deadline in milliseconds; may shorten the policy's (for spawn,
     /// jobs.max_runtime_ms), never extend it.
+    ///
+    /// A longer request is clamped, with a warning; 0 is refused.
     #[arg(long, value_name = "MS")]
     timeout: Option<u64>,
     /// Set a variable in the child's environment (repeatable).
+    ///
+    /// Security: names that load code or run programs (LD_*, BASH_ENV,
+    /// PYTHONPATH, NODE_OPTIONS, GIT_*COMMAND*, PATH, HOME, ...) are refused.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
     /// Use this existing directory as the workspace (kept afterwards); the
     /// policy file must lie outside it.
+    ///
+    /// Without it each run gets a fresh 0700 directory, removed after it.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Take the words as argv exactly (no lexing); the same checks apply.
+    ///
+    /// Every word still obeys the lexer's character rules.
     #[arg(long)]
     argv: bool,
     /// The command: one string (several words are joined with spaces, as
@@ -98,6 +136,8 @@ struct RunArgs {
     #[arg(long, conflicts_with = "events")]
     json: bool,
     /// Print JSON lines: start, output chunks, exit.
+    ///
+    /// The last line is always the exit event, carrying the RunResult.
     #[arg(long)]
     events: bool,
     /// Keep the fresh workspace after the run and report its path.
@@ -107,6 +147,8 @@ struct RunArgs {
     #[arg(long)]
     stdin: bool,
     /// Keep ANSI escape sequences in captured output.
+    ///
+    /// They are stripped by default (output.strip_ansi).
     #[arg(long)]
     color: bool,
     /// Encode captured output and output events as base64.
@@ -219,6 +261,9 @@ pub fn main() -> ExitCode {
     if let Some(inv) = crate::shell::detect(&args) {
         return exit_code(crate::shell::main(inv));
     }
+    if args.len() == 2 && args[1] == crate::jobs::cli::SUPERVISE {
+        return exit_code(crate::jobs::cli::supervise());
+    }
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -226,7 +271,10 @@ pub fn main() -> ExitCode {
             return exit_code(if e.use_stderr() { code::USAGE } else { 0 });
         }
     };
-    if matches!(cli.cmd, Cmd::Check(_) | Cmd::Policy(_) | Cmd::Doctor { .. }) {
+    if matches!(
+        cli.cmd,
+        Cmd::Check(_) | Cmd::Policy(_) | Cmd::Doctor { .. } | Cmd::Completions { .. }
+    ) {
         // Report-only commands end quietly when their reader goes away
         // (`agent-rsh policy show | head`), as other Unix filters do, instead
         // of panicking on EPIPE. `run` keeps SIGPIPE ignored: a closed stdout
@@ -244,6 +292,15 @@ pub fn main() -> ExitCode {
             .map(|(p, source)| exit_code(crate::confine::doctor(&p, &source.to_string(), json))),
         Cmd::Mcp(a) => crate::mcp::main(policy, a),
         Cmd::Jobs(c) => crate::jobs::cli::main(policy, c),
+        Cmd::Completions { shell } => {
+            let shell = match shell {
+                CompletionShell::Bash => clap_complete::Shell::Bash,
+                CompletionShell::Zsh => clap_complete::Shell::Zsh,
+                CompletionShell::Fish => clap_complete::Shell::Fish,
+            };
+            clap_complete::generate(shell, &mut command(), "agent-rsh", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     r.unwrap_or_else(|e| e.print())
 }

@@ -3,7 +3,10 @@
 //! there), carried by `result::RunResult`, rendered by every face.
 
 use crate::lex::LexError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// The rule of every `NotFound` denial (and of no other).
+pub const NOT_FOUND_RULE: &str = "command.not-found";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -15,8 +18,11 @@ pub enum DenialKind {
 }
 
 /// A refusal with everything a caller needs to correct the command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// `kind` is not in the JSON (the RunResult's status says it); read back,
+/// it follows from the rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", from = "DenialFields")]
 pub struct Denial {
     #[serde(skip)]
     pub kind: DenialKind,
@@ -41,6 +47,14 @@ impl Denial {
             offset: None,
             arg_index: None,
             hint: Some(hint.into()),
+        }
+    }
+
+    /// Allowed, but there is no such program to run: exit 127.
+    pub fn not_found(reason: impl Into<String>, hint: impl Into<String>) -> Denial {
+        Denial {
+            kind: DenialKind::NotFound,
+            ..Denial::new(NOT_FOUND_RULE, reason, hint)
         }
     }
 
@@ -86,5 +100,52 @@ impl std::fmt::Display for Denial {
             write!(f, "; {h}")?;
         }
         Ok(())
+    }
+}
+
+/// A denial as JSON has it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DenialFields {
+    rule: String,
+    reason: String,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    arg_index: Option<usize>,
+    #[serde(default)]
+    hint: Option<String>,
+}
+
+impl From<DenialFields> for Denial {
+    fn from(f: DenialFields) -> Denial {
+        Denial {
+            kind: if f.rule == NOT_FOUND_RULE {
+                DenialKind::NotFound
+            } else {
+                DenialKind::Denied
+            },
+            rule: f.rule,
+            reason: f.reason,
+            offset: f.offset,
+            arg_index: f.arg_index,
+            hint: f.hint,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denial_reads_back_as_it_was_written() {
+        for d in [
+            Denial::new("lex.list", "unquoted `;`", "one command per call").at_arg(2),
+            Denial::not_found("`x` is not installed", "install it"),
+        ] {
+            let back: Denial = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+            assert_eq!(back, d);
+        }
     }
 }

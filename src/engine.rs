@@ -143,14 +143,10 @@ fn explain_exec_error(r: &mut RunResult, stage: Stage, errno: i32) {
     r.signal = None;
     if stage == Stage::Exec && errno == libc::ENOENT {
         r.status = Status::NotFound;
-        r.denial = Some(Denial {
-            kind: check::DenialKind::NotFound,
-            ..Denial::new(
-                "command.not-found",
-                format!("cannot execute {}: {err}", r.argv.first().map_or("", |s| s)),
-                "check that the program and its interpreter are installed",
-            )
-        });
+        r.denial = Some(Denial::not_found(
+            format!("cannot execute {}: {err}", r.argv.first().map_or("", |s| s)),
+            "check that the program and its interpreter are installed",
+        ));
         return;
     }
     r.status = Status::Failed;

@@ -7,7 +7,7 @@
 //! with literal words (expansions, redirections, lists, globs, reserved words,
 //! assignments, comments) is refused with a rule id, a byte offset and a hint.
 //! Refusing is always allowed; accepting something bash reads differently is
-//! a bug. `tests/lex_bash.rs` checks the claim against a real bash.
+//! a bug. `tests/it/lex_bash.rs` checks the claim against a real bash.
 
 use std::fmt;
 

@@ -2,12 +2,12 @@
 
 use crate::denial::{Denial, DenialKind};
 use base64::Engine as _;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::VecDeque;
 
 pub const SCHEMA: &str = "agent-rsh.run/1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Status {
     Exited,
@@ -28,10 +28,12 @@ pub mod code {
     pub const NOT_FOUND: i32 = 127;
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// What a run did. Read back (a job's result file, its supervisor's
+/// report) it is the same value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
-    pub schema: &'static str,
+    pub schema: Schema,
     pub status: Status,
     pub command: String,
     pub argv: Vec<String>,
@@ -42,23 +44,58 @@ pub struct RunResult {
     pub duration_ms: u64,
     pub stdout: String,
     pub stderr: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stdout_encoding: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr_encoding: Option<&'static str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_encoding: Option<OutputEncoding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_encoding: Option<OutputEncoding>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub truncated: bool,
     pub warnings: Vec<String>,
     pub confinement: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denial: Option<Denial>,
     /// Why agent-rsh itself failed (status `failed`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Set when the workspace is kept after the run.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+}
+
+/// The `schema` field: always `SCHEMA`; reading another is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Schema;
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(SCHEMA)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Schema, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == SCHEMA {
+            Ok(Schema)
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "schema {s:?}: this agent-rsh reads {SCHEMA}"
+            )))
+        }
+    }
+}
+
+/// How captured output differs from the bytes the command wrote (absent:
+/// it is exactly them, as UTF-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutputEncoding {
+    /// Not valid UTF-8: decoded with U+FFFD for the invalid bytes.
+    #[serde(rename = "utf-8-lossy")]
+    Utf8Lossy,
+    /// The bytes in base64 (asked for).
+    #[serde(rename = "base64")]
+    Base64,
 }
 
 impl RunResult {
@@ -85,7 +122,7 @@ impl RunResult {
 
     pub fn new(command: String, argv: Vec<String>, status: Status) -> RunResult {
         RunResult {
-            schema: SCHEMA,
+            schema: Schema,
             status,
             command,
             argv,
@@ -198,7 +235,7 @@ impl Capture {
     }
 
     /// The captured text and its encoding tag (None for clean UTF-8).
-    pub fn render(&self, encoding: Encoding, strip: bool) -> (String, Option<&'static str>) {
+    pub fn render(&self, encoding: Encoding, strip: bool) -> (String, Option<OutputEncoding>) {
         let elided = self.total - (self.head.len() + self.tail.len()) as u64;
         let (head, tail): (Vec<u8>, Vec<u8>) = if elided > 0 {
             (
@@ -220,7 +257,7 @@ impl Capture {
                 all.extend_from_slice(&tail);
                 (
                     base64::engine::general_purpose::STANDARD.encode(all),
-                    Some("base64"),
+                    Some(OutputEncoding::Base64),
                 )
             }
             Encoding::Text => {
@@ -230,7 +267,7 @@ impl Capture {
                     text.push_str(&marker);
                 }
                 text.push_str(&decode(&tail, &mut lossy));
-                (text, lossy.then_some("utf-8-lossy"))
+                (text, lossy.then_some(OutputEncoding::Utf8Lossy))
             }
         }
     }
@@ -411,6 +448,34 @@ mod tests {
     }
 
     #[test]
+    fn a_run_result_reads_back_as_it_was_written() {
+        let mut r = RunResult::new(
+            "cat x".into(),
+            vec!["cat".into(), "x".into()],
+            Status::Exited,
+        );
+        r.exit_code = Some(1);
+        r.stdout_encoding = Some(OutputEncoding::Utf8Lossy);
+        r.stderr_encoding = Some(OutputEncoding::Base64);
+        r.confinement = Some(serde_json::json!({"landlock": "enforced"}));
+        let json = r.to_json();
+        assert!(json.contains(r#""schema":"agent-rsh.run/1""#), "{json}");
+        assert!(json.contains(r#""stdoutEncoding":"utf-8-lossy""#), "{json}");
+        assert!(json.contains(r#""stderrEncoding":"base64""#), "{json}");
+        assert_eq!(serde_json::from_str::<RunResult>(&json).unwrap(), r);
+        let d = crate::denial::Denial::not_found("`x` is not installed", "install it");
+        let r = RunResult::denied("x".into(), d);
+        let back: RunResult = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(
+            (back.status, back.exit_code()),
+            (Status::NotFound, code::NOT_FOUND)
+        );
+        assert_eq!(back, r);
+        let other = r.to_json().replace("agent-rsh.run/1", "agent-rsh.run/2");
+        assert!(serde_json::from_str::<RunResult>(&other).is_err());
+    }
+
+    #[test]
     fn capture_under_cap_is_exact() {
         let mut c = Capture::new(100);
         c.push(b"hello\n");
@@ -424,7 +489,7 @@ mod tests {
         c.push(b"a\xffb");
         let (text, enc) = c.render(Encoding::Text, false);
         assert_eq!(text, "a\u{fffd}b");
-        assert_eq!(enc, Some("utf-8-lossy"));
+        assert_eq!(enc, Some(OutputEncoding::Utf8Lossy));
         assert_eq!(c.render(Encoding::Base64, false).0, "Yf9i");
     }
 

@@ -1,8 +1,29 @@
-//! Raw kernel calls shared by the faces and the job supervisor: the few
-//! places that need a file descriptor rather than a `std` type.
+//! Raw kernel calls shared by the faces, the jobs and their supervisor:
+//! the few places that need a file descriptor rather than a `std` type.
+//! (Pipes are `std::io::pipe`; the confinement's own calls are in `confine`.)
 
+use std::fs::{File, TryLockError};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
+
+/// Takes an exclusive `flock` on `f`, waiting for it; a signal does not
+/// cut the wait short. The lock belongs to the open file description: it
+/// is not released when this `File` is dropped while a duplicate (handed
+/// to a child) stays open, and a duplicate's holder keeps it.
+pub fn lock(f: &File) -> io::Result<()> {
+    loop {
+        match f.lock() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// True when another open file description holds a lock on `f`'s file
+/// (probed with a shared lock that is released when `f` closes).
+pub fn held_by_another(f: &File) -> bool {
+    matches!(f.try_lock_shared(), Err(TryLockError::WouldBlock))
+}
 
 /// Writes all of `data` to `fd`, retrying short writes and EINTR.
 pub fn write_all(fd: impl AsFd, mut data: &[u8]) -> io::Result<()> {
@@ -29,6 +50,22 @@ pub fn write_all(fd: impl AsFd, mut data: &[u8]) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    #[test]
+    fn a_lock_is_seen_by_other_opens_and_ends_with_its_last_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = File::create(&path).unwrap();
+        assert!(!held_by_another(&File::open(&path).unwrap()));
+        lock(&held).unwrap();
+        assert!(held_by_another(&File::open(&path).unwrap()));
+        // A duplicate (what a child inherits) keeps it after the original closes.
+        let dup = held.try_clone().unwrap();
+        drop(held);
+        assert!(held_by_another(&File::open(&path).unwrap()));
+        drop(dup);
+        assert!(!held_by_another(&File::open(&path).unwrap()));
+    }
 
     #[test]
     fn write_all_writes_everything_and_reports_a_closed_reader() {

@@ -10,7 +10,7 @@ pub struct Workspace {
     temp: Option<tempfile::TempDir>,
     /// A shared flock on a fresh workspace while its run lives, so
     /// `jobs --gc` can tell a crashed run's leftover from a live one.
-    _in_use: Option<std::os::fd::OwnedFd>,
+    _in_use: Option<std::fs::File>,
 }
 
 /// Mode of a workspace kept on purpose (`--keep`): the sticky bit, which
@@ -26,13 +26,11 @@ impl Workspace {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(parent)?;
         let root = dir.path().canonicalize()?;
-        let in_use = std::fs::File::open(&root)
-            .ok()
-            .map(std::os::fd::OwnedFd::from);
-        if let Some(fd) = &in_use {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock on an fd we own (O_CLOEXEC: the child does not get it).
-            unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        // A shared flock tells `jobs --gc` the workspace is in use (std
+        // opens with O_CLOEXEC: the child does not get it).
+        let in_use = std::fs::File::open(&root).ok();
+        if let Some(f) = &in_use {
+            let _ = f.try_lock_shared();
         }
         Ok(Workspace {
             root,

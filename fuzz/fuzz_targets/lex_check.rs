@@ -2,7 +2,7 @@
 //! every accepted string yields exactly the argv bash builds from it.
 //!
 //! Accepted strings go to one long-lived bash as `f STRING` lines, where `f`
-//! prints its arguments NUL-separated (as tests/lex_bash.rs does). A string
+//! prints its arguments NUL-separated (as tests/it/lex_bash.rs does). A string
 //! bash reads differently, cannot parse, or that leaves it waiting for more
 //! input (a quote the lexer thought closed) is a crash.
 #![no_main]

@@ -258,15 +258,11 @@ pub fn resolve(policy: &Policy, first: &str) -> Result<PathBuf, Denial> {
 }
 
 fn not_found(name: &str) -> Denial {
-    Denial {
-        kind: DenialKind::NotFound,
-        ..Denial::new(
-            "command.not-found",
-            format!("`{name}` is allowed but not installed on the policy's search path"),
-            "install it, or add its directory to commands.search_path in the policy",
-        )
-        .at_arg(0)
-    }
+    Denial::not_found(
+        format!("`{name}` is allowed but not installed on the policy's search path"),
+        "install it, or add its directory to commands.search_path in the policy",
+    )
+    .at_arg(0)
 }
 
 /// The canonical path of an executable regular file that lies outside every

@@ -30,9 +30,6 @@ pub enum JobCmd {
     Wait(WaitArgs),
     /// List jobs; --gc removes finished ones and stale workspaces.
     Jobs(JobsArgs),
-    /// Internal: the detached supervisor of one job.
-    #[command(name = "__supervise", hide = true)]
-    Supervise,
 }
 
 #[derive(Args)]
@@ -166,9 +163,6 @@ pub struct JobsArgs {
 
 /// Runs a job command; returns the exit code.
 pub fn main(policy: Option<&Path>, cmd: JobCmd) -> CliResult {
-    if let JobCmd::Supervise = cmd {
-        return Ok(exit_code(supervise()));
-    }
     let policy = match Policy::locate(policy) {
         Ok((p, _)) => p,
         Err(e) => {
@@ -237,7 +231,6 @@ pub fn main(policy: Option<&Path>, cmd: JobCmd) -> CliResult {
         }
         JobCmd::Jobs(a) if a.gc => print(super::gc(&policy)),
         JobCmd::Jobs(_) => print(super::list(&policy)),
-        JobCmd::Supervise => unreachable!("handled above"),
     };
     r.map(exit_code).map_err(CliError::from)
 }
@@ -348,8 +341,12 @@ fn output(policy: &Policy, a: OutputArgs) -> Result<i32, JobError> {
     Ok(st.exit_code())
 }
 
+/// The name of the detached supervisor's entry: not a subcommand (no
+/// help, no completion), recognized by `cli::main` before parsing.
+pub const SUPERVISE: &str = "__supervise";
+
 /// `__supervise`: only meaningful with the fds `launch` hands over.
-fn supervise() -> i32 {
+pub fn supervise() -> i32 {
     // SAFETY: fcntl probes; no memory effects.
     let handed_over =
         unsafe { libc::fcntl(3, libc::F_GETFD) >= 0 && libc::fcntl(4, libc::F_GETFD) >= 0 };

@@ -4,8 +4,9 @@
 //! take more than time linear in the output; its compiled size is bounded
 //! too. Memory is bounded by the stream's cap (the stored bytes).
 
+use super::error::{JobError, JobResult};
+use super::state::{Meta, StreamSel};
 use super::store::{self, StreamView};
-use super::{JobError, JobResult, Meta, StreamSel};
 use crate::result::code;
 use serde::Serialize;
 use std::path::Path;

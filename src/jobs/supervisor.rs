@@ -15,8 +15,9 @@
 //! and its lock is released without a result, which `status` reports as
 //! `lost`.
 
+use super::error::{JobError, JobResult};
+use super::state::{Final, Started, State, SupervisorInfo, now_ms, write_atomic};
 use super::store::{Layout, StreamWriter};
-use super::{Final, JobError, JobResult, Started, State, SupervisorInfo, now_ms, write_atomic};
 use crate::check::Request;
 use crate::engine::{self, RunOptions};
 use crate::exec::Sink;
@@ -65,7 +66,7 @@ struct ReadyMsg {
     #[serde(default)]
     workspace: String,
     #[serde(default)]
-    result: Option<serde_json::Value>,
+    result: Option<Box<RunResult>>,
 }
 
 pub(super) struct Ready {
@@ -77,25 +78,21 @@ pub(super) struct Ready {
 /// How long spawn waits for the supervisor to start the command.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A pipe (both ends close on exec), as owned fds.
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds are new and ours.
-    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
+    let (r, w) = io::pipe()?;
+    Ok((r.into(), w.into()))
 }
 
 /// Starts the supervisor and waits until it reports.
-pub(super) fn launch(spec: &Spec, lock: &OwnedFd) -> JobResult<Ready> {
+pub(super) fn launch(spec: &Spec, lock: &File) -> JobResult<Ready> {
     let io_err = |e: io::Error| JobError::io("cannot start the job's supervisor", e);
     let (ready_r, ready_w) = pipe().map_err(io_err)?;
     let payload =
         serde_json::to_vec(spec).map_err(|e| JobError::io("spec", io::Error::other(e)))?;
     let (rw, lk) = (ready_w.as_raw_fd(), lock.as_raw_fd());
     let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg("__supervise")
+    cmd.arg(super::cli::SUPERVISE)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -141,26 +138,10 @@ pub(super) fn launch(spec: &Spec, lock: &OwnedFd) -> JobResult<Ready> {
     if !msg.ok {
         // Nothing ran: the job never existed.
         let _ = std::fs::remove_dir_all(&spec.dir);
-        let mut e = JobError::new(code::FAILED, "the command could not be started");
-        if let Some(r) = msg.result {
-            e.code = r["exitCode"].as_i64().map_or(code::FAILED, |c| c as i32);
-            if let Some(d) = r.get("denial").filter(|d| d.is_object()) {
-                e.code = if r["status"] == "notFound" {
-                    code::NOT_FOUND
-                } else {
-                    code::DENIED
-                };
-                e.error = format!(
-                    "{}: {}",
-                    d["rule"].as_str().unwrap_or(""),
-                    d["reason"].as_str().unwrap_or("")
-                );
-            } else if let Some(err) = r["error"].as_str() {
-                e.error = err.to_string();
-            }
-            e.result = Some(r);
-        }
-        return Err(e);
+        return Err(match msg.result {
+            Some(r) => JobError::from_result(*r),
+            None => JobError::new(code::FAILED, "the command could not be started"),
+        });
     }
     Ok(Ready {
         pid: msg.pid,
@@ -228,10 +209,10 @@ pub fn supervise_main() -> i32 {
         libc::umask(0o077);
         libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
         libc::fcntl(4, libc::F_SETFD, libc::FD_CLOEXEC);
-        (File::from(super::owned(3)), super::owned(4))
+        (File::from(owned(3)), owned(4))
     };
     // SAFETY: fd 0 is the spec pipe, ours alone.
-    let spec = super::read_all_fd(unsafe { super::owned(0) }, 64 << 20);
+    let spec = read_all_fd(unsafe { owned(0) }, 64 << 20);
     // Fd 0 is /dev/null from now on (the lowest free fd).
     let _ = std::fs::File::open("/dev/null").map(|f| std::mem::forget(OwnedFd::from(f)));
     let _ = std::env::set_current_dir("/");
@@ -262,9 +243,7 @@ struct Shared {
 
 impl Shared {
     fn cancel(&self) {
-        let b = 1u8;
-        // SAFETY: write one byte from the stack.
-        unsafe { libc::write(self.cancel.as_raw_fd(), (&b as *const u8).cast(), 1) };
+        let _ = crate::sys::write_all(&self.cancel, &[1]);
     }
 
     fn signal_guardian(&self, sig: i32) -> bool {
@@ -451,7 +430,7 @@ fn report_failure(ready: Option<File>, r: &RunResult) {
             pid: 0,
             supervisor_pid: 0,
             workspace: String::new(),
-            result: serde_json::to_value(r).ok(),
+            result: Some(Box::new(r.clone())),
         };
         let mut line = serde_json::to_vec(&msg).unwrap_or_default();
         line.push(b'\n');
@@ -606,11 +585,28 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
     let fin = Final {
         status,
         ended_at_ms: now_ms(),
-        run: serde_json::to_value(&r).unwrap_or_default(),
+        run: r,
     };
     let _ = write_atomic(
         &spec.dir.join("result.json"),
         &serde_json::to_vec(&fin).unwrap_or_default(),
     );
     0
+}
+
+/// Reads all of `fd` (a pipe) into memory, at most `max` bytes.
+fn read_all_fd(fd: OwnedFd, max: u64) -> io::Result<Vec<u8>> {
+    let mut f = File::from(fd);
+    let mut buf = Vec::new();
+    (&mut f).take(max).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// An fd from its number, for fds handed over across exec.
+///
+/// # Safety
+/// `fd` must be open and owned by nobody else in this process.
+unsafe fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: the caller's promise.
+    unsafe { OwnedFd::from_raw_fd(fd) }
 }

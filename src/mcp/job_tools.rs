@@ -11,7 +11,7 @@
 
 use super::run_tool::{allowed_programs, env_pairs, nonce, push_untrusted, untrusted_preface};
 use super::tools::{Annotations, CallEnv, Context, Tool, ToolResult, Work};
-use crate::check::{Denial, DenialKind, Request};
+use crate::check::Request;
 use crate::jobs::{
     self, GrepQuery, GrepResult, JobError, JobStatus, OutputChunk, OutputQuery, Sent, SpawnRequest,
     Spawned, State, StreamSel,
@@ -225,7 +225,7 @@ fn answer<T: serde::Serialize>(
 /// An error result: a refused or unstartable command reads exactly as
 /// `run`'s refusal does; an unknown id says where ids come from.
 fn failure(tool: &str, policy: &Policy, e: &JobError) -> ToolResult {
-    let text = if let Some(r) = e.result.as_ref().map(refused_run) {
+    let text = if let Some(r) = e.result.as_deref().map(refused_run) {
         format!(
             "{}\nno job was started",
             super::run_tool::render_text(&r, &policy.mcp, "")
@@ -246,41 +246,18 @@ fn failure(tool: &str, policy: &Policy, e: &JobError) -> ToolResult {
     }
 }
 
-/// The RunResult of a spawn that ran nothing, back from its JSON form.
-fn refused_run(v: &Value) -> RunResult {
-    let command = v["command"].as_str().unwrap_or_default().to_string();
-    let denial = v["denial"].as_object().map(|d| {
-        let s = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_string);
-        let n = |k: &str| d.get(k).and_then(Value::as_u64).map(|n| n as usize);
-        Denial {
-            kind: if v["status"] == "notFound" {
-                DenialKind::NotFound
-            } else {
-                DenialKind::Denied
-            },
-            rule: s("rule").unwrap_or_default(),
-            reason: s("reason").unwrap_or_default(),
-            offset: n("offset"),
-            arg_index: n("argIndex"),
-            hint: s("hint"),
-        }
-    });
-    let mut r = match denial {
-        Some(d) => RunResult::denied(command, d),
+/// The RunResult of a spawn that ran nothing, as `run` would report it.
+fn refused_run(v: &RunResult) -> RunResult {
+    let mut r = match &v.denial {
+        Some(d) => RunResult::denied(v.command.clone(), d.clone()),
         None => RunResult::failed(
-            command,
-            v["error"]
-                .as_str()
-                .unwrap_or("the command could not be started")
-                .to_string(),
+            v.command.clone(),
+            v.error
+                .clone()
+                .unwrap_or_else(|| "the command could not be started".to_string()),
         ),
     };
-    if let Some(w) = v["warnings"].as_array() {
-        r.warnings = w
-            .iter()
-            .filter_map(|w| w.as_str().map(str::to_string))
-            .collect();
-    }
+    r.warnings = v.warnings.clone();
     r
 }
 
@@ -1015,14 +992,12 @@ mod tests {
 
     #[test]
     fn a_refusal_reads_as_runs_does() {
-        let v = json!({
-            "status": "denied", "command": "rm -rf /",
-            "denial": {"rule": "command.not-allowed", "reason": "rm is not allowed", "argIndex": 0, "hint": "use ls"}
-        });
+        let d = crate::check::Denial::new("command.not-allowed", "rm is not allowed", "use ls");
+        let v = RunResult::denied("rm -rf /".into(), d.at_arg(0));
         let r = refused_run(&v);
         let t = super::super::run_tool::render_text(&r, &Policy::default().mcp, "");
         assert!(t.starts_with("denied by the policy: rule command.not-allowed: rm is not allowed (argument 0)\nhint: use ls\nnothing was run"), "{t}");
-        let r = refused_run(&json!({"status": "failed", "command": "x", "error": "boom"}));
+        let r = refused_run(&RunResult::failed("x".into(), "boom".into()));
         assert_eq!(r.error.as_deref(), Some("boom"));
     }
 

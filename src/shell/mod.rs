@@ -171,27 +171,58 @@ pub struct Login {
     pub audit: Option<AuditLog>,
 }
 
+/// Why a login face cannot start: nothing runs.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    #[error("cannot read the password database: {0}")]
+    Passwd(nix::Error),
+    #[error("uid {0} has no entry in the password database")]
+    NoPasswdEntry(u32),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("home directory {} of {user} cannot be used: {source}", .dir.display())]
+    Home {
+        dir: PathBuf,
+        user: String,
+        source: std::io::Error,
+    },
+    #[error("home {} is not a directory", .0.display())]
+    HomeNotADirectory(PathBuf),
+    #[error(
+        "{user} cannot create a PID namespace here: without CAP_SYS_ADMIN it needs a user namespace, and {blocker}; confinement = \"required\" needs one for every command (allow unprivileged user namespaces, or set confinement = \"best-effort\" for login accounts: Landlock, seccomp and the limits still apply)"
+    )]
+    NoPidNamespace { user: String, blocker: String },
+    #[error(
+        "the policy looks up programs in {}, inside the home directory {} that commands may write; remove it from commands.search_path and commands.allow",
+        .program.display(),
+        .home.display()
+    )]
+    ProgramInHome { program: PathBuf, home: PathBuf },
+    #[error("{0}; the policy asks for an audit log (audit.login), so nothing runs without one")]
+    AuditOpen(std::io::Error),
+    #[error("{0}")]
+    AuditWrite(std::io::Error),
+}
+
 impl Login {
-    fn establish(face: &'static str) -> Result<Login, String> {
+    fn establish(face: &'static str) -> Result<Login, LoginError> {
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         let user = nix::unistd::User::from_uid(uid.into())
-            .map_err(|e| format!("cannot read the password database: {e}"))?
-            .ok_or_else(|| format!("uid {uid} has no entry in the password database"))?;
+            .map_err(LoginError::Passwd)?
+            .ok_or(LoginError::NoPasswdEntry(uid))?;
         let identity = Identity {
             user: user.name.clone(),
             groups: group_names(user.gid),
         };
-        let (policy, detail) = login_policy(&identity).map_err(|e| e.to_string())?;
-        let home = user.dir.canonicalize().map_err(|e| {
-            format!(
-                "home directory {} of {} cannot be used: {e}",
-                user.dir.display(),
-                user.name
-            )
+        let (policy, detail) = login_policy(&identity)?;
+        let home = user.dir.canonicalize().map_err(|source| LoginError::Home {
+            dir: user.dir.clone(),
+            user: user.name.clone(),
+            source,
         })?;
         if !home.is_dir() {
-            return Err(format!("home {} is not a directory", home.display()));
+            return Err(LoginError::HomeNotADirectory(home));
         }
         // exec needs a PID namespace under "required"; an account without
         // CAP_SYS_ADMIN gets it inside a user namespace. On a machine that
@@ -205,11 +236,10 @@ impl Login {
                 .contains(&"userns");
             let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWPID) as libc::c_ulong;
             if simulated || !crate::confine::probe::try_namespaces(flags).0 {
-                return Err(format!(
-                    "{} cannot create a PID namespace here: without CAP_SYS_ADMIN it needs a user namespace, and {}; confinement = \"required\" needs one for every command (allow unprivileged user namespaces, or set confinement = \"best-effort\" for login accounts: Landlock, seccomp and the limits still apply)",
-                    identity.user,
-                    crate::confine::userns::blocker(simulated)
-                ));
+                return Err(LoginError::NoPidNamespace {
+                    user: identity.user.clone(),
+                    blocker: crate::confine::userns::blocker(simulated),
+                });
             }
         }
         // Commands may write anywhere in the home: a program found there
@@ -224,24 +254,19 @@ impl Login {
         for p in lookups {
             let real = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
             if real.starts_with(&home) {
-                return Err(format!(
-                    "the policy looks up programs in {}, inside the home directory {} that commands may write; remove it from commands.search_path and commands.allow",
-                    p.display(),
-                    home.display()
-                ));
+                return Err(LoginError::ProgramInHome {
+                    program: p.to_path_buf(),
+                    home,
+                });
             }
         }
         let origin = Origin::current(face, user.name, uid);
         let audit = if policy.audit.login {
-            let log = AuditLog::open(&policy.audit.path).map_err(|e| {
-                format!(
-                    "{e}; the policy asks for an audit log (audit.login), so nothing runs without one"
-                )
-            })?;
+            let log = AuditLog::open(&policy.audit.path).map_err(LoginError::AuditOpen)?;
             if face != "login-command" {
                 let mut rec = Record::new("session-start", &origin);
                 rec.detail = Some(detail);
-                log.append(&rec).map_err(|e| e.to_string())?;
+                log.append(&rec).map_err(LoginError::AuditWrite)?;
             }
             Some(log)
         } else {

@@ -13,7 +13,6 @@ use crate::plan::StdinMode;
 use crate::result::{RunResult, Status, code};
 use std::fs::File;
 use std::io::{BufRead, Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -556,10 +555,10 @@ impl History {
     }
 
     fn append(&mut self, line: &str) {
-        if let Some(f) = &self.file {
-            let rec = format!("{line}\n");
-            // SAFETY: one write from a live buffer (O_APPEND).
-            unsafe { libc::write(f.as_raw_fd(), rec.as_ptr().cast(), rec.len()) };
+        if let Some(mut f) = self.file.as_ref() {
+            // One write(2) (O_APPEND): a line from another session is never
+            // interleaved with it.
+            let _ = f.write(format!("{line}\n").as_bytes());
         }
     }
 }

@@ -9,112 +9,13 @@
 //! file, so the machine's /etc is never written and tests running at the
 //! same time cannot see each other's policies. Needs root.
 
+use crate::common::accounts::{Group, User, chmod};
+use crate::common::{bin, wait_for};
 use serde_json::Value;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agent-rsh"))
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// A real account with a home directory, removed with it on drop.
-struct User {
-    name: String,
-    home: PathBuf,
-    extra_groups: Vec<String>,
-}
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// Names unique to this test process (other test runs share the machine).
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}{}x{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-/// Runs an account tool (needs root), retrying while another one holds
-/// /etc's locks.
-fn admin(tool: &str, args: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = Command::new(tool).args(args).output().unwrap();
-        if out.status.success() {
-            return;
-        }
-        // Another tool holding /etc's lock files is worth waiting for;
-        // anything else (not root, a name in use) is not.
-        let busy = String::from_utf8_lossy(&out.stderr).contains("lock");
-        if !busy || Instant::now() > deadline {
-            panic!(
-                "{tool} {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-impl User {
-    fn new(groups: &[&str]) -> User {
-        let name = unique("arsh");
-        let mut args = vec!["-m", "-s", "/bin/sh"];
-        let joined = groups.join(",");
-        if !groups.is_empty() {
-            args.extend(["-G", joined.as_str()]);
-        }
-        args.push(&name);
-        admin("useradd", &args);
-        let home = PathBuf::from(format!("/home/{name}"))
-            .canonicalize()
-            .unwrap();
-        User {
-            name,
-            home,
-            extra_groups: Vec::new(),
-        }
-    }
-}
-
-impl Drop for User {
-    fn drop(&mut self) {
-        // Processes of the account would make userdel refuse.
-        let _ = Command::new("pkill")
-            .args(["-KILL", "-u", &self.name])
-            .status();
-        let _ = Command::new("userdel").args(["-r", &self.name]).output();
-        for g in &self.extra_groups {
-            let _ = Command::new("groupdel").arg(g).output();
-        }
-    }
-}
-
-/// A group removed on drop.
-struct Group(String);
-
-impl Group {
-    fn new() -> Group {
-        let g = Group(unique("arshg"));
-        admin("groupadd", &[&g.0]);
-        g
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let _ = Command::new("groupdel").arg(&self.0).output();
-    }
-}
 
 /// An overlay upper layer for /etc holding `agent-rsh/policy.toml`, and a
 /// directory the test accounts may write (audit log, other policies).
@@ -217,7 +118,7 @@ path = "@AUDIT@"
 #[test]
 fn dash_c_runs_allowed_commands_and_refuses_lists() {
     let sys = System::new(BASE);
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     std::fs::write(u.home.join("marker-file"), "x").unwrap();
 
     let out = sys
@@ -296,7 +197,7 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
 #[test]
 fn login_fails_closed_without_a_system_policy_or_audit_log() {
     let sys = System::new("");
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     let out = sys
         .login(&u, "-agent-rsh", &["-c", "echo hi"])
         .output()
@@ -379,7 +280,7 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
 #[test]
 fn policy_env_is_honoured_only_when_the_system_policy_allows_it() {
     let sys = System::new(&BASE.replace("\"ls\", ", ""));
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     let own = sys.shared("own.toml");
     std::fs::write(
         &own,
@@ -412,9 +313,9 @@ fn user_and_group_sections_change_what_one_account_may_run() {
         "{BASE}\n[groups.{g}]\ncommands.allow = {{ add = [\"sleep\", \"wc\"] }}\n\n[users.@A@]\ncommands.allow = {{ remove = [\"cat\"] }}\n",
         g = g.0
     );
-    let alice = User::new(&[]);
-    let bob = User::new(&[&g.0]);
-    let carol = User::new(&[&g.0]);
+    let alice = User::with_home(&[]);
+    let bob = User::with_home(&[&g.0]);
+    let carol = User::with_home(&[&g.0]);
     let sys = System::new(&policy.replace("@A@", &alice.name));
     std::fs::write(alice.home.join("f"), "one\n").unwrap();
     std::fs::write(bob.home.join("f"), "one\n").unwrap();
@@ -437,7 +338,7 @@ fn user_and_group_sections_change_what_one_account_may_run() {
 #[test]
 fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
     let sys = System::new(&format!("{BASE}[shell]\nwarning_limit = 3\n"));
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     std::fs::create_dir(u.home.join("sub")).unwrap();
     std::fs::write(u.home.join("sub/inner"), "").unwrap();
     std::os::unix::fs::symlink("/", u.home.join("up")).unwrap();
@@ -508,7 +409,7 @@ fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
 #[test]
 fn a_removed_current_directory_returns_the_session_home() {
     let sys = System::new(&BASE.replace("\"sleep\"", "\"sleep\", \"rmdir\""));
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     std::fs::create_dir(u.home.join("sub")).unwrap();
     let script = "cd sub\nrmdir ../sub\nls\npwd\n";
     let out = run_with_stdin(sys.login(&u, "-agent-rsh", &[]), script.as_bytes());
@@ -524,7 +425,7 @@ fn a_removed_current_directory_returns_the_session_home() {
 #[test]
 fn concurrent_sessions_leave_only_whole_lines_in_the_audit_log() {
     let sys = System::new(BASE);
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     let long = "y".repeat(3000);
     let lines = 60;
     let script: String = (0..lines).map(|i| format!("echo {i}-{long}\n")).collect();
@@ -621,14 +522,6 @@ impl Drop for Tmux {
     }
 }
 
-fn wait_for(what: &str, pred: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !pred() {
-        assert!(Instant::now() < deadline, "waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn user_has_process(user: &str, name: &str) -> bool {
     Command::new("pgrep")
         .args(["-u", user, "-x", name])
@@ -665,7 +558,7 @@ fn start_shell(sys: &System, u: &User, status: &Path) -> Tmux {
 #[test]
 fn a_planted_history_symlink_is_not_followed() {
     let sys = System::new(BASE);
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     // A file the account may write but its commands may not: agent-rsh
     // itself is unconfined, so it must not be steered into writing it.
     let victim = sys.shared("victim");
@@ -685,7 +578,11 @@ fn a_planted_history_symlink_is_not_followed() {
     let prompt = format!("{}:~$ ", u.name);
     tmux.wait("the prompt", |s| s.contains(&prompt));
     tmux.keys(&["echo planted", "Enter"]);
-    tmux.wait("the output", |s| s.lines().any(|l| l == "planted"));
+    // The next prompt too: a Ctrl-D sent before the shell reads again can
+    // be lost to the terminal's cooked mode.
+    tmux.wait("the output", |s| {
+        s.lines().any(|l| l == "planted") && s.matches(prompt.as_str()).count() == 2
+    });
     tmux.keys(&["C-d"]);
     wait_for("the shell to exit", || {
         std::fs::read_to_string(&status).is_ok_and(|s| s.ends_with('\n'))
@@ -698,7 +595,7 @@ fn a_planted_history_symlink_is_not_followed() {
 #[test]
 fn interactive_login_shell_in_a_terminal() {
     let sys = System::new(BASE);
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     let status = sys.shared("status");
     let tmux = start_shell(&sys, &u, &status);
     let prompt = format!("{}:~$ ", u.name);
@@ -761,7 +658,7 @@ fn interactive_login_shell_in_a_terminal() {
 #[test]
 fn hangup_ends_the_session_and_the_running_command() {
     let sys = System::new(BASE);
-    let u = User::new(&[]);
+    let u = User::with_home(&[]);
     let tmux = start_shell(&sys, &u, &sys.shared("status"));
     let prompt = format!("{}:~$ ", u.name);
     tmux.wait("the prompt", |s| s.contains(&prompt));

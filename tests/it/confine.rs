@@ -3,23 +3,20 @@
 //! same command does work when the policy allows it, so a refusal is the
 //! kernel's doing and not a broken test.
 
+use crate::common::accounts::chmod;
+use crate::common::{self, TestPolicy, bin};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_agent-rsh")
-}
 
 /// No shell on the list: where /bin/sh is bash, allowing bash would allow
 /// the very shell the escapes reach for. Tests that need bash say so.
 /// The argument packs of find, awk and git are off: these tests run
 /// `find -exec sh`, `awk system()` and `git -c core.fsmonitor` on purpose,
 /// to show the kernel refuses what the string layer would have stopped
-/// (tests/args.rs shows the string layer stopping them).
+/// (`args` shows the string layer stopping them).
 const ALLOW: &str = r#"
 [commands]
 allow = ["find", "awk", "cat", "tee", "touch", "xargs", "git"]
@@ -33,10 +30,7 @@ allow = ["bash"]
 
 /// A policy file in its own world-readable directory (the fork-bomb test
 /// reads it as another user).
-struct Policy {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
+type Policy = TestPolicy;
 
 /// `top`: top-level keys; `tables`: extra tables after [commands].
 fn policy(top: &str, tables: &str) -> Policy {
@@ -48,12 +42,10 @@ fn bash_policy(top: &str, tables: &str) -> Policy {
 }
 
 fn policy_allowing(allow: &str, top: &str, tables: &str) -> Policy {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
-    let path = dir.path().join("policy.toml");
-    std::fs::write(&path, format!("{top}\n{allow}\n{tables}\n")).unwrap();
-    std::fs::set_permissions(&path, PermissionsExt::from_mode(0o644)).unwrap();
-    Policy { _dir: dir, path }
+    let p = common::policy(&format!("{top}\n{allow}\n{tables}\n"));
+    chmod(p.dir.path(), 0o755);
+    chmod(&p.path, 0o644);
+    p
 }
 
 fn run_in(p: &Policy, ws: Option<&Path>, cmd: &str) -> Value {
@@ -76,8 +68,8 @@ fn s<'a>(r: &'a Value, key: &str) -> &'a str {
     r[key].as_str().unwrap_or("")
 }
 
-/// Landlock's ABI here, from the doctor; tests that need it skip with a
-/// printed reason on kernels without it.
+/// Landlock's ABI here, from the doctor; tests that need it say they
+/// cannot run on kernels without it (a failure under CI).
 fn landlock_abi() -> u64 {
     let out = Command::new(bin())
         .args(["doctor", "--json"])
@@ -90,7 +82,7 @@ fn landlock_abi() -> u64 {
 macro_rules! need_landlock {
     () => {
         if landlock_abi() == 0 {
-            eprintln!("skipped: this kernel has no Landlock (see `agent-rsh doctor`)");
+            common::cannot_run("this kernel has no Landlock (see `agent-rsh doctor`)");
             return;
         }
     };
@@ -148,7 +140,7 @@ fn awk_system_is_refused_by_the_kernel() {
 fn git_fsmonitor_is_refused_by_the_kernel() {
     need_landlock!();
     if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("skipped: git is not installed");
+        common::cannot_run("git is not installed");
         return;
     }
     let ws = workspace();
@@ -176,7 +168,7 @@ fn loader() -> Option<&'static str> {
 fn the_loader_cannot_map_a_shell() {
     need_landlock!();
     let Some(ld) = loader() else {
-        eprintln!("skipped: no known ELF loader path on this architecture");
+        common::cannot_run("no known ELF loader path on this architecture");
         return;
     };
     let ws = workspace();
@@ -364,7 +356,7 @@ fn fork_bomb_ends_at_the_deadline_with_nothing_left() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if root && Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: running as root without setpriv to drop to nobody");
+        common::cannot_run("running as root without setpriv to drop to nobody");
         return;
     }
     let p = bash_policy(

@@ -1,34 +1,16 @@
 //! End-to-end tests of `agent-rsh run` and `check`: the real binary, real
 //! processes, files and signals.
 
+use crate::common::{
+    BIN, TestPolicy, json, marker, policy, sleeps_with, wait_for, wait_until, wait_until_gone,
+};
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
-
-fn agent() -> Command {
-    let mut c = Command::new(BIN);
-    c.env_remove("AGENT_RSH_POLICY");
-    c
-}
-
-/// A policy file in a temp dir that lives as long as the returned guard.
-struct TestPolicy {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn policy(body: &str) -> TestPolicy {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("policy.toml");
-    std::fs::write(&path, body).unwrap();
-    TestPolicy { _dir: dir, path }
-}
 
 /// Allows a shell and a few tools, for tests of the exec machinery itself.
 fn shell_policy() -> TestPolicy {
@@ -40,48 +22,11 @@ allow = ["bash", "sleep", "setsid", "echo", "env", "cat", "grep", "head", "touch
     )
 }
 
-fn json(out: &[u8]) -> Value {
-    serde_json::from_slice(out)
-        .unwrap_or_else(|e| panic!("bad JSON {e}: {}", String::from_utf8_lossy(out)))
-}
-
-/// `sleep` processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-        {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.starts_with("sleep ") && cmd.contains(needle) {
-                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
-}
-
-/// A sleep duration no other test run on this machine uses at the same time,
-/// so leftover checks only ever see this run's processes.
-fn unique_sleep(base: u32) -> String {
-    format!("{base}.{}", std::process::id())
-}
-
-fn wait_until_gone(needle: &str) -> Vec<String> {
-    let until = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = processes_with(needle);
-        if left.is_empty() || Instant::now() > until {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// agent-rsh (as assert_cmd drives it) with no policy from the environment.
+fn agent() -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("AGENT_RSH_POLICY");
+    c
 }
 
 #[test]
@@ -285,7 +230,7 @@ kill_grace_ms = 300
 #[test]
 fn daemonized_grandchild_does_not_survive_the_run() {
     let p = shell_policy();
-    let marker = unique_sleep(4242);
+    let marker = marker(4242);
     agent()
         .args(["run", "--policy"])
         .arg(&p.path)
@@ -301,7 +246,7 @@ fn daemonized_grandchild_does_not_survive_the_run() {
 #[test]
 fn sigkill_of_agent_rsh_kills_the_tree() {
     let p = shell_policy();
-    let marker = unique_sleep(4343);
+    let marker = marker(4343);
     let mut child = std::process::Command::new(BIN)
         .args(["run", "--policy"])
         .arg(&p.path)
@@ -311,11 +256,8 @@ fn sigkill_of_agent_rsh_kills_the_tree() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(5);
-    while processes_with(&marker).len() < 2 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(processes_with(&marker).len(), 2, "both sleeps started");
+    wait_until(|| sleeps_with(&marker).len() == 2);
+    assert_eq!(sleeps_with(&marker).len(), 2, "both sleeps started");
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(wait_until_gone(&marker), Vec::<String>::new());
@@ -324,7 +266,7 @@ fn sigkill_of_agent_rsh_kills_the_tree() {
 #[test]
 fn sigterm_to_agent_rsh_is_forwarded_and_reported_interrupted() {
     let p = shell_policy();
-    let marker = unique_sleep(4444);
+    let marker = marker(4444);
     let child = std::process::Command::new(BIN)
         .args(["run", "--json", "--policy"])
         .arg(&p.path)
@@ -332,10 +274,9 @@ fn sigterm_to_agent_rsh_is_forwarded_and_reported_interrupted() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(5);
-    while processes_with(&marker).len() < 2 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // One sleep: the run's only process with the marker (agent-rsh's own
+    // command line has it too, but is not a sleep).
+    wait_for("the sleep to start", || sleeps_with(&marker).len() == 1);
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();

@@ -3,23 +3,16 @@
 //! signals. Every test has its own state directory (XDG_STATE_HOME) and
 //! workspace parent, so jobs of other tests and runs are invisible.
 
+use crate::common::mcp::Client;
+use crate::common::{BIN, marker, sleeps_with, wait_for};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
-/// Bound on waiting for one message; a failure bound, not a measurement.
-const PATIENCE: Duration = Duration::from_secs(20);
+use std::process::Command;
 
 /// A server with a private state dir, workspace parent and policy.
 struct Server {
     dir: tempfile::TempDir,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<Value>,
+    client: Client,
     next_id: u64,
 }
 
@@ -46,54 +39,22 @@ parent = "{}"
             ),
         )
         .unwrap();
-        let mut child = Command::new(BIN)
-            .arg("mcp")
+        let mut cmd = Command::new(BIN);
+        cmd.arg("mcp")
             .arg("--policy")
             .arg(&policy)
             .env_remove("AGENT_RSH_POLICY")
-            .env("XDG_STATE_HOME", dir.path().join("state"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let line = line.unwrap();
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
+            .env("XDG_STATE_HOME", dir.path().join("state"));
         Server {
             dir,
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
+            client: Client::spawn(cmd),
             next_id: 0,
         }
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
-        let id = json!(self.next_id);
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let v = self
-                .lines
-                .recv_timeout(PATIENCE)
-                .unwrap_or_else(|e| panic!("no answer to {msg} ({e:?})"));
-            if v.get("id") == Some(&id) {
-                return v;
-            }
-        }
+        self.client.call(json!(self.next_id), method, params)
     }
 
     /// A tools/call; returns the result (a JSON-RPC error fails the test).
@@ -120,46 +81,8 @@ parent = "{}"
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn text(r: &Value) -> &str {
     r["content"][0]["text"].as_str().unwrap()
-}
-
-/// A sleep argument unique to this test process and `tag`, so process
-/// checks never see another test's (or another run's) sleeps.
-fn marker(tag: u32) -> String {
-    format!("{tag}.{:07}", std::process::id())
-}
-
-fn sleeps_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.starts_with("sleep ") && cmd.contains(needle) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + PATIENCE;
-    while !f() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

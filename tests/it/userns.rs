@@ -3,96 +3,16 @@
 //! binary through `setpriv`, so the PID namespace has to come from a user
 //! namespace. Each test tries to break a guarantee that root's runs have:
 //! capabilities, seccomp, nested namespaces, file ownership, the process
-//! limit, the tree kill. Needs root (to create the account); skips with a
-//! printed reason otherwise.
+//! limit, the tree kill. Needs root (to create the account); without it
+//! each test says it cannot run, and fails under CI.
 
+use crate::common::accounts::User;
+use crate::common::{bin, cannot_run, marker, root, sleeps_with};
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_agent-rsh")
-}
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// Names and markers unique to this test process (other test runs share
-/// the machine).
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}{}x{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Runs an account tool, retrying while another one holds /etc's locks.
-fn admin(tool: &str, args: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = Command::new(tool).args(args).output().unwrap();
-        if out.status.success() {
-            return;
-        }
-        let busy = String::from_utf8_lossy(&out.stderr).contains("lock");
-        if !busy || Instant::now() > deadline {
-            panic!(
-                "{tool} {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// An account without a home or privileges, removed with its group on drop.
-struct User {
-    name: String,
-    uid: u32,
-    gid: u32,
-}
-
-impl User {
-    fn new() -> User {
-        let name = unique("arshu");
-        admin("useradd", &["-M", "-s", "/usr/sbin/nologin", &name]);
-        let id = |flag: &str| -> u32 {
-            let out = Command::new("id").args([flag, &name]).output().unwrap();
-            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-        };
-        let (uid, gid) = (id("-u"), id("-g"));
-        User { name, uid, gid }
-    }
-
-    /// agent-rsh as this account: real, effective and saved ids changed, no
-    /// supplementary groups, no capabilities.
-    fn agent(&self) -> Command {
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={}", self.uid))
-            .arg(format!("--regid={}", self.gid))
-            .args(["--clear-groups", "--", bin()]);
-        c.env_remove("AGENT_RSH_POLICY")
-            .env_remove(agent_rsh::confine::probe::SIMULATE_ENV);
-        c
-    }
-}
-
-impl Drop for User {
-    fn drop(&mut self) {
-        let _ = Command::new("pkill")
-            .args(["-KILL", "-u", &self.name])
-            .status();
-        let _ = Command::new("userdel").arg(&self.name).output();
-    }
-}
 
 /// A world-readable policy and a workspace the account owns.
 struct Setup {
@@ -148,9 +68,11 @@ const POLICY: &str = r#"
 allow = ["bash", "cat", "unshare", "id", "touch", "sleep", "echo"]
 "#;
 
+/// True when the test cannot run here (not root): it says so, and fails
+/// under CI.
 fn skip() -> bool {
     if !root() {
-        eprintln!("skipped: needs root to create a throwaway account");
+        cannot_run("needs root to create a throwaway account");
         return true;
     }
     false
@@ -168,7 +90,7 @@ fn required_runs_for_an_unprivileged_account_inside_a_user_namespace() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     // The default policy, as a login account gets it: required.
     let mut c = u.agent();
     let dir = tempfile::tempdir().unwrap();
@@ -207,7 +129,7 @@ fn the_command_holds_no_capabilities_and_is_filtered() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     let s = Setup::new(&u, POLICY);
     let (r, _) = s.run(&u, "cat /proc/self/status");
     assert_eq!(r["exitCode"], 0, "{r}");
@@ -253,7 +175,7 @@ fn files_keep_the_real_accounts_ownership() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     let s = Setup::new(&u, POLICY);
     let (r, _) = s.run(&u, "touch made-inside");
     assert_eq!(r["exitCode"], 0, "{r}");
@@ -274,7 +196,7 @@ fn nested_user_namespaces_are_refused() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     // Control: the account itself may create one outside agent-rsh, so the
     // refusal below is agent-rsh's doing.
     let out = Command::new("setpriv")
@@ -325,34 +247,17 @@ fn nested_user_namespaces_are_refused() {
     );
 }
 
-fn sleeps_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.starts_with("sleep ") && cmd.contains(marker) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn the_deadline_kills_a_daemonized_tree_of_an_unprivileged_caller() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     let s = Setup::new(
         &u,
         &format!("{POLICY}\n[limits]\ntimeout_ms = 1500\nkill_grace_ms = 200\n"),
     );
-    let marker = format!("{}.{}", 4747, std::process::id());
+    let marker = marker(4747);
     let (r, out) = s.run(
         &u,
         &format!(
@@ -377,12 +282,12 @@ fn the_process_limit_binds_inside_the_user_namespace() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     let s = Setup::new(
         &u,
         &format!("{POLICY}\n[limits]\nprocesses = 20\ntimeout_ms = 4000\nkill_grace_ms = 200\n"),
     );
-    let marker = format!("{}.{}", 4848, std::process::id());
+    let marker = marker(4848);
     // 40 background sleeps against a limit of 20 processes of this uid in
     // the run's namespace (guardian and bash included): the test watches
     // how many are alive at once while the run waits for its deadline.
@@ -414,7 +319,7 @@ fn required_runs_without_user_namespaces_and_says_what_holds_instead() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     let s = Setup::new(&u, POLICY);
     // The seam takes user namespaces away.
     // (`id`, not `touch`: without the mount view seccomp refuses the
@@ -478,7 +383,7 @@ fn doctor_reports_the_user_namespace() {
     if skip() {
         return;
     }
-    let u = User::new();
+    let u = User::without_home();
     let out = u.agent().args(["doctor", "--json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{v}");

@@ -22,7 +22,7 @@ struct Corpus {
 }
 
 fn corpus() -> Corpus {
-    toml::from_str(include_str!("args_corpus.toml")).expect("corpus parses")
+    toml::from_str(include_str!("../args_corpus.toml")).expect("corpus parses")
 }
 
 /// Every program the corpus starts with, except the ones that must stay

@@ -3,12 +3,11 @@
 //! separate agent-rsh process, so each test also shows that a job spawned
 //! by one process is read, fed and killed by others.
 
+use crate::common::{BIN, marker, sleeps_with, wait_for, wait_until_gone};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
+use std::time::Instant;
 
 /// A private world per test: state dir, workspace parent, policy.
 struct World {
@@ -91,48 +90,6 @@ parent = "{}"
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap().to_string()
-}
-
-/// A sleep argument unique to this test process and `tag`, so process
-/// checks never see another test's (or another run's) sleeps.
-fn marker(tag: u32) -> String {
-    format!("{tag}.{:07}", std::process::id())
-}
-
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.starts_with("sleep ") && cmd.contains(needle) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn wait_until_gone(needle: &str) -> Vec<String> {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = processes_with(needle);
-        if left.is_empty() || Instant::now() > until {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
@@ -223,7 +180,8 @@ fn spawn_returns_at_once_then_output_pages_grep_finds_and_kill_ends_it() {
     assert_eq!(first_new["text"], format!("tick {}", seen + 1));
 
     // kill from yet another process: the tree is gone.
-    assert!(!processes_with(&m).is_empty(), "the ticker's sleeps run");
+    // A sleep at a time, with a moment between two: wait for one.
+    wait_for("the ticker's sleeps run", || !sleeps_with(&m).is_empty());
     let k = w.ok(&["kill", &job]);
     assert_eq!(k["status"], "killed", "{k}");
     assert_eq!(wait_until_gone(&m), Vec::<String>::new());
@@ -308,7 +266,7 @@ fn max_concurrent_holds_when_spawns_race() {
                 .contains("at most 2")
         );
     }
-    assert_eq!(processes_with(&m).len(), 2);
+    assert_eq!(sleeps_with(&m).len(), 2);
     let list = w.ok(&["jobs"]);
     assert_eq!(
         list.as_array().unwrap().len(),
@@ -368,7 +326,7 @@ fn sigkill_of_the_supervisor_kills_the_tree_and_status_says_lost() {
     let m = marker(51);
     let s = w.spawn(&format!("bash -c 'sleep {m} & sleep {m}; wait'"));
     let job = id(&s);
-    wait_for("both sleeps", || processes_with(&m).len() == 2);
+    wait_for("both sleeps", || sleeps_with(&m).len() == 2);
     let sup = s["supervisorPid"].as_i64().unwrap() as i32;
     // SAFETY: kill(2) on the supervisor this test started.
     assert_eq!(unsafe { libc::kill(sup, libc::SIGKILL) }, 0);
@@ -480,7 +438,7 @@ fn kill_with_sigkill_and_sigint() {
     let w = World::new("");
     let m = marker(61);
     let job = id(&w.spawn(&format!("bash -c 'sleep {m} & sleep {m}; wait'")));
-    wait_for("sleeps", || processes_with(&m).len() == 2);
+    wait_for("sleeps", || sleeps_with(&m).len() == 2);
     let st = w.ok(&["kill", &job, "--signal", "KILL"]);
     assert_eq!(st["status"], "killed", "{st}");
     assert_eq!(st["signal"], 9, "{st}");
@@ -491,7 +449,7 @@ fn kill_with_sigkill_and_sigint() {
     let job = id(&w.spawn(&format!(
         "bash -c 'trap \"echo got-int; exit 7\" INT; sleep {m} & wait'"
     )));
-    wait_for("sleep", || processes_with(&m).len() == 1);
+    wait_for("sleep", || sleeps_with(&m).len() == 1);
     let st = w.ok(&["kill", &job, "--signal", "INT"]);
     assert_eq!(st["status"], "killed", "{st}");
     assert_eq!(wait_until_gone(&m), Vec::<String>::new());
@@ -517,11 +475,11 @@ fn gc_removes_finished_jobs_and_crashed_runs_workspaces() {
 
     // A run killed with SIGKILL leaves its workspace behind.
     let mut crashed = w.cmd(&["run", &format!("sleep {m}")]).spawn().unwrap();
-    wait_for("the crashed run's sleep", || processes_with(&m).len() == 2);
+    wait_for("the crashed run's sleep", || sleeps_with(&m).len() == 2);
     crashed.kill().unwrap();
     crashed.wait().unwrap();
     wait_for("the crashed run's tree to die", || {
-        processes_with(&m).len() == 1
+        sleeps_with(&m).len() == 1
     });
     // A workspace kept on purpose must survive.
     let kept = w.ok(&["run", "--json", "--keep", "echo kept"]);

@@ -2,9 +2,8 @@
 //! the official Python SDK (`mcp` on PyPI, installed by .ci/run), through
 //! both the 2025-11-25 handshake and 2026-07-28 discovery.
 
+use crate::common::BIN;
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
 
 /// The interpreter with the SDK: $AGENT_RSH_TEST_PYTHON, else python3.
 fn python() -> String {

@@ -5,13 +5,10 @@
 //! starts (Landlock and seccomp are there; the namespaces are not), a
 //! deadline kills a tree that daemonized, and the escapes fail.
 
+use crate::common::{bin, cannot_run};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_agent-rsh")
-}
 
 /// None when podman is missing (a failure under CI=true, where .ci/run
 /// installs it).
@@ -22,11 +19,7 @@ fn podman() -> Option<&'static str> {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "podman is missing: .ci/run installs it (apt-get install podman runc)"
-        );
-        eprintln!("SKIPPED: podman is not installed");
+        cannot_run("podman is missing: .ci/run installs it (apt-get install podman runc)");
         return None;
     }
     Some("podman")

@@ -1,27 +1,12 @@
 //! Argument rules, wrappers and guard packs end to end: the real binary,
-//! real processes and files. The corpus (tests/args_corpus.rs) covers the
+//! real processes and files. The corpus (`args_corpus`) covers the
 //! rules one by one; these show the whole path: exit codes, the denial in
 //! text and JSON, trust, the policy's own rules and pack switches.
 
+use crate::common::{TestPolicy, bin, policy};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_agent-rsh")
-}
-
-struct TestPolicy {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn policy(body: &str) -> TestPolicy {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("policy.toml");
-    std::fs::write(&path, body).unwrap();
-    TestPolicy { _dir: dir, path }
-}
 
 fn agent(args: &[&str]) -> Output {
     Command::new(bin())

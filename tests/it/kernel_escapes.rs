@@ -8,19 +8,11 @@
 //! mount namespace away, as a container's seccomp profile does), and the
 //! files it aimed at are compared before and after.
 
+use crate::common::{bin, root};
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_agent-rsh")
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 const NOBODY: u32 = 65534;
 

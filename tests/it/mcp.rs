@@ -1,30 +1,13 @@
 //! End-to-end tests of `agent-rsh mcp` at the protocol level: the real
 //! binary driven over its stdin and stdout, one JSON-RPC message per line.
 
+use crate::common::mcp::Client;
+use crate::common::{BIN, TestPolicy, marker, policy, sleeps_with, wait_until};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
-/// Bound on waiting for one message; a failure bound, not a measurement.
-const PATIENCE: Duration = Duration::from_secs(20);
+use std::process::{Command, Stdio};
 
 const MODERN: &str = "2026-07-28";
-
-struct TestPolicy {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn policy(body: &str) -> TestPolicy {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("policy.toml");
-    std::fs::write(&path, body).unwrap();
-    TestPolicy { _dir: dir, path }
-}
 
 fn shell_policy() -> TestPolicy {
     policy(
@@ -35,16 +18,10 @@ allow = ["bash", "sleep", "echo", "env", "cat", "pwd", "true"]
     )
 }
 
-/// A running server with its stdout read on a thread.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<Value>,
-    /// Every message read so far, in order.
-    seen: Vec<Value>,
-}
+/// The MCP client over a real server.
+type Server = Client;
 
-impl Server {
+impl Client {
     fn start(policy: Option<&TestPolicy>) -> Server {
         let mut cmd = Command::new(BIN);
         cmd.arg("mcp").env_remove("AGENT_RSH_POLICY");
@@ -60,97 +37,6 @@ impl Server {
         cmd.arg("--policy").arg(&policy.path).args(args);
         Server::spawn(cmd)
     }
-
-    fn spawn(mut cmd: Command) -> Server {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let line = line.unwrap();
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        Server {
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
-            seen: Vec::new(),
-        }
-    }
-
-    fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn send(&mut self, msg: Value) {
-        self.send_raw(&msg.to_string());
-    }
-
-    fn request(&mut self, id: Value, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-    }
-
-    fn next(&mut self) -> Value {
-        let v = self
-            .lines
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|e| panic!("no message from the server ({e:?}); seen {:?}", self.seen));
-        self.seen.push(v.clone());
-        v
-    }
-
-    /// Reads until the response to `id`; returns it and the notifications
-    /// read on the way.
-    fn response(&mut self, id: &Value) -> (Value, Vec<Value>) {
-        let mut notes = Vec::new();
-        loop {
-            let v = self.next();
-            if v.get("id") == Some(id) && v.get("method").is_none() {
-                return (v, notes);
-            }
-            notes.push(v);
-        }
-    }
-
-    fn call(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.request(id.clone(), method, params);
-        self.response(&id).0
-    }
-
-    /// Closes stdin and returns the exit code and every message left.
-    fn close(mut self) -> (i32, Vec<Value>) {
-        drop(self.stdin.take());
-        let mut rest = Vec::new();
-        loop {
-            match self.lines.recv_timeout(PATIENCE) {
-                Ok(v) => rest.push(v),
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => panic!("server did not exit after stdin closed"),
-            }
-        }
-        let status = self.child.wait().unwrap();
-        (status.code().unwrap_or(-1), rest)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn modern_meta() -> Value {
@@ -165,41 +51,6 @@ fn error_code(v: &Value) -> i64 {
     v["error"]["code"]
         .as_i64()
         .unwrap_or_else(|| panic!("expected an error: {v}"))
-}
-
-/// `sleep` processes whose command line contains `needle`.
-fn sleeps_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.starts_with("sleep ") && cmd.contains(needle) {
-                found.push(format!("{name}: {cmd}"));
-            }
-        }
-    }
-    found
-}
-
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + PATIENCE;
-    while Instant::now() < until {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-/// A sleep duration unique to this test process and call site, so /proc
-/// checks never see another run's sleeps.
-fn unique_sleep(base: u32) -> String {
-    format!("{base}.{}", std::process::id())
 }
 
 #[test]
@@ -486,7 +337,7 @@ fn run_arguments_reach_the_command() {
             .starts_with("exit code 3")
     );
 
-    let marker = unique_sleep(41);
+    let marker = marker(41);
     let r = call(
         &mut s,
         6,
@@ -586,7 +437,7 @@ fn progress_notifications_stream_output_while_the_command_runs() {
 fn cancellation_kills_the_tree_and_nothing_more_is_sent_for_it() {
     let p = shell_policy();
     let mut s = Server::start(Some(&p));
-    let marker = unique_sleep(42);
+    let marker = marker(42);
     let cmd = format!("bash -c 'sleep {marker} & sleep {marker}; wait'");
     s.request(
         json!("long"),
@@ -594,7 +445,7 @@ fn cancellation_kills_the_tree_and_nothing_more_is_sent_for_it() {
         json!({"name": "run", "arguments": {"command": cmd}, "_meta": {"progressToken": 5}}),
     );
     assert!(
-        wait_for(|| sleeps_with(&marker).len() == 2),
+        wait_until(|| sleeps_with(&marker).len() == 2),
         "the sleeps never started"
     );
     s.send(
@@ -602,7 +453,7 @@ fn cancellation_kills_the_tree_and_nothing_more_is_sent_for_it() {
                   "params": {"requestId": "long", "reason": "test"}}),
     );
     assert!(
-        wait_for(|| sleeps_with(&marker).is_empty()),
+        wait_until(|| sleeps_with(&marker).is_empty()),
         "left running: {:?}",
         sleeps_with(&marker)
     );
@@ -635,14 +486,14 @@ fn cancellation_kills_the_tree_and_nothing_more_is_sent_for_it() {
 fn closing_stdin_stops_runs_and_exits() {
     let p = shell_policy();
     let mut s = Server::start(Some(&p));
-    let marker = unique_sleep(43);
+    let marker = marker(43);
     s.request(
         json!(1),
         "tools/call",
         json!({"name": "run", "arguments": {"command": format!("sleep {marker}")}}),
     );
     assert!(
-        wait_for(|| sleeps_with(&marker).len() == 1),
+        wait_until(|| sleeps_with(&marker).len() == 1),
         "the sleep never started"
     );
     let (code, rest) = s.close();
@@ -659,14 +510,14 @@ fn closing_stdin_stops_runs_and_exits() {
 fn sigterm_stops_runs_and_exits() {
     let p = shell_policy();
     let mut s = Server::start(Some(&p));
-    let marker = unique_sleep(44);
+    let marker = marker(44);
     s.request(
         json!(1),
         "tools/call",
         json!({"name": "run", "arguments": {"command": format!("sleep {marker}")}}),
     );
     assert!(
-        wait_for(|| sleeps_with(&marker).len() == 1),
+        wait_until(|| sleeps_with(&marker).len() == 1),
         "the sleep never started"
     );
     // SAFETY: signalling our own child.
@@ -691,13 +542,13 @@ max_concurrent_calls = 1
 "#,
     );
     let mut s = Server::start(Some(&p));
-    let marker = unique_sleep(45);
+    let marker = marker(45);
     s.request(
         json!(1),
         "tools/call",
         json!({"name": "run", "arguments": {"command": format!("sleep {marker}")}}),
     );
-    assert!(wait_for(|| sleeps_with(&marker).len() == 1));
+    assert!(wait_until(|| sleeps_with(&marker).len() == 1));
     let r = s.call(
         json!(2),
         "tools/call",
@@ -720,9 +571,9 @@ max_concurrent_calls = 1
     s.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
     );
-    assert!(wait_for(|| sleeps_with(&marker).is_empty()));
+    assert!(wait_until(|| sleeps_with(&marker).is_empty()));
     // The slot is free again once the cancelled call has ended.
-    assert!(wait_for(|| {
+    assert!(wait_until(|| {
         let r = s.call(
             json!(3),
             "tools/call",
@@ -795,14 +646,14 @@ fn a_bad_policy_fails_closed() {
 fn calls_run_concurrently_while_one_is_in_progress() {
     let p = shell_policy();
     let mut s = Server::start(Some(&p));
-    let marker = unique_sleep(46);
+    let marker = marker(46);
     s.request(
         json!("slow"),
         "tools/call",
         json!({"name": "run", "arguments": {"command": format!("sleep {marker}")}}),
     );
     assert!(
-        wait_for(|| sleeps_with(&marker).len() == 1),
+        wait_until(|| sleeps_with(&marker).len() == 1),
         "the sleep never started"
     );
     // Answered while the sleep still runs (it only ends when cancelled).
@@ -819,7 +670,7 @@ fn calls_run_concurrently_while_one_is_in_progress() {
     }
     assert_eq!(sleeps_with(&marker).len(), 1);
     s.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}}));
-    assert!(wait_for(|| sleeps_with(&marker).is_empty()));
+    assert!(wait_until(|| sleeps_with(&marker).is_empty()));
 }
 
 #[test]
@@ -857,7 +708,7 @@ fn workspace_flag_keeps_files_between_calls() {
 #[test]
 fn a_client_that_does_not_read_cannot_stall_the_deadline() {
     let p = shell_policy();
-    let marker = unique_sleep(47);
+    let marker = marker(47);
     let mut child = Command::new(BIN)
         .args(["mcp", "--policy"])
         .arg(&p.path)
@@ -875,11 +726,11 @@ fn a_client_that_does_not_read_cannot_stall_the_deadline() {
     stdin.flush().unwrap();
     // Nobody reads the server's stdout: its pipe fills within milliseconds.
     assert!(
-        wait_for(|| sleeps_with(&marker).len() == 1),
+        wait_until(|| sleeps_with(&marker).len() == 1),
         "the sleep never started"
     );
     assert!(
-        wait_for(|| sleeps_with(&marker).is_empty()),
+        wait_until(|| sleeps_with(&marker).is_empty()),
         "the deadline did not kill the tree while the client was not reading"
     );
     // Once the client reads, the answer arrives.

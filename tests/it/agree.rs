@@ -2,11 +2,10 @@
 //! an allowed command) `agent-rsh check` says what `agent-rsh run` does,
 //! with the same rule and exit code, the policy's reach included.
 
+use crate::common::BIN;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-rsh");
 
 const POLICY: &str = r#"
 trust = "low"

@@ -1,0 +1,23 @@
+//! Every end-to-end test, one binary: a module per face, over the helpers
+//! in `tests/common` (the binary, policy files, process scans and waits,
+//! the MCP client, throwaway accounts). One binary links once and runs all
+//! tests on one pool of threads.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod agree;
+mod args;
+mod args_corpus;
+mod confine;
+mod container;
+mod jobs;
+mod kernel_escapes;
+mod lex_bash;
+mod man;
+mod mcp;
+mod mcp_jobs;
+mod mcp_python;
+mod run;
+mod shell;
+mod userns;
