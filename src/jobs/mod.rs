@@ -52,7 +52,9 @@ pub struct JobsPolicy {
     /// Bytes kept on disk per stream (stdout, stderr and the arrival-order
     /// log each): the first and last halves.
     pub max_output_bytes: u64,
-    /// A job's deadline (it replaces `limits.timeout_ms` for jobs).
+    /// A job's deadline (it replaces `limits.timeout_ms` for jobs). At most
+    /// 24 hours.
+    #[serde(deserialize_with = "crate::policy::job_runtime_ms")]
     pub max_runtime_ms: u64,
     /// `jobs --gc` removes finished jobs, and workspaces left by crashed
     /// runs, older than this.

@@ -162,10 +162,19 @@ pub fn main(inv: Result<Invocation, String>) -> i32 {
     };
     let login = match Login::establish(face) {
         Ok(l) => l,
-        Err(e) => {
+        Err(LoginError::Failed(e)) => {
             say_err!("agent-rsh: {e}");
             say_err!("agent-rsh: nothing was run");
             return code::FAILED;
+        }
+        Err(LoginError::Denied(d)) => {
+            say_err!(
+                "agent-rsh: denied ({}): {}; hint: {}; nothing was run",
+                d.rule,
+                d.reason,
+                d.hint.as_deref().unwrap_or("ask an administrator")
+            );
+            return code::DENIED;
         }
     };
     if let Err(e) = crate::exec::install_signal_forwarding() {
@@ -195,8 +204,21 @@ pub struct Login {
     pub audit: Option<AuditLog>,
 }
 
+/// Why a login session cannot start: agent-rsh failed (125), or the
+/// account's home is refused as a workspace (126).
+enum LoginError {
+    Failed(String),
+    Denied(crate::check::Denial),
+}
+
+impl From<String> for LoginError {
+    fn from(e: String) -> LoginError {
+        LoginError::Failed(e)
+    }
+}
+
 impl Login {
-    fn establish(face: &'static str) -> Result<Login, String> {
+    fn establish(face: &'static str) -> Result<Login, LoginError> {
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
         let user = nix::unistd::User::from_uid(uid.into())
@@ -215,8 +237,19 @@ impl Login {
             )
         })?;
         if !home.is_dir() {
-            return Err(format!("home {} is not a directory", home.display()));
+            return Err(format!("home {} is not a directory", home.display()).into());
         }
+        // The home is every command's workspace (its write scope): `/`, a
+        // system directory or one holding the policy cannot be one.
+        crate::workspace::refuse_system(&user.dir, policy.origin.as_deref()).map_err(|d| {
+            LoginError::Denied(crate::check::Denial {
+                hint: Some(format!(
+                    "the home directory of {} in the password database must be a directory of its own, such as /home/{}; ask an administrator to change it (usermod -d)",
+                    user.name, user.name
+                )),
+                ..d
+            })
+        })?;
         // exec needs a PID namespace under "required"; an account without
         // CAP_SYS_ADMIN gets it inside a user namespace. On a machine that
         // refuses those too every command would fail, so say it once, at
@@ -233,7 +266,8 @@ impl Login {
                     "{} cannot create a PID namespace here: without CAP_SYS_ADMIN it needs a user namespace, and {}; confinement = \"required\" needs one for every command (allow unprivileged user namespaces, or set confinement = \"best-effort\" for login accounts: Landlock, seccomp and the limits still apply)",
                     identity.user,
                     crate::confine::userns::blocker(simulated)
-                ));
+                )
+                .into());
             }
         }
         // Commands may write anywhere in the home: a program found there
@@ -252,7 +286,8 @@ impl Login {
                     "the policy looks up programs in {}, inside the home directory {} that commands may write; remove it from commands.search_path and commands.allow",
                     p.display(),
                     home.display()
-                ));
+                )
+                .into());
             }
         }
         let origin = Origin::current(face, user.name, uid);
