@@ -44,9 +44,9 @@ pub fn policy_out_of_reach(
     Ok(())
 }
 
-/// The same refusal for a loaded policy, wherever it came from: every face
-/// reaches it through `engine::execute` (and `jobs::spawn`, before it
-/// detaches), so none can run a command that could rewrite its own policy.
+/// The same refusal for a loaded policy, wherever it came from: part of
+/// `check::admit`, so no face can run a command that could rewrite its own
+/// policy, and `agent-rsh check` says so too.
 /// A persistent workspace that is a system directory or contains the policy
 /// file is refused first (`workspace.system`, see `workspace::refuse_system`).
 pub fn loaded_policy_out_of_reach(policy: &Policy, workspace: Option<&Path>) -> Result<(), Denial> {
