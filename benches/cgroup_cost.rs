@@ -31,13 +31,24 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
-    let mechanism = match cgroup::probe() {
-        Ok(m) => m,
+    // What one `agent-rsh run` pays once: finding the hierarchy (mountinfo,
+    // /proc/self/cgroup, the parent directories) and the leftover sweep.
+    let t = Instant::now();
+    let found = cgroup::layout();
+    let discover = t.elapsed();
+    let t2 = Instant::now();
+    cgroup::gc();
+    let sweep = t2.elapsed();
+    let first = match found.and_then(|_| RunCgroup::create(1 << 30, 128)) {
+        Ok(cg) => cg,
         Err(e) => {
             println!("no run cgroup here: {e}");
             return;
         }
     };
+    let first_create = t.elapsed();
+    let mechanism = first.mechanism();
+    first.remove().expect("remove");
     let (mut create, mut join, mut plain, mut events, mut remove, mut report, mut total) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -72,6 +83,12 @@ fn main() {
     }
     let (j, p) = (median(join), median(plain));
     println!("{mechanism}, {n} runs, medians:");
+    println!(
+        "  first create in a process   {:>8.1} us   (of which layout discovery {:.1} us, leftover sweep {:.1} us)",
+        first_create.as_secs_f64() * 1e6,
+        discover.as_secs_f64() * 1e6,
+        sweep.as_secs_f64() * 1e6,
+    );
     println!("  create                      {:>8.1} us", median(create));
     println!(
         "  fork+join+exit+wait         {j:>8.1} us   (fork+exit+wait alone {p:.1} us: join adds {:+.1} us)",
