@@ -24,7 +24,10 @@ pub struct Cli {
     ///
     /// Given before or after the subcommand. The embedded default is the
     /// read-only inspection set; a policy that cannot be read or parsed
-    /// fails closed (exit 125).
+    /// fails closed (exit 125), naming file, line and column; so does a file
+    /// larger than 1 MiB, one with more than 1,000 [[rules]],
+    /// limits.timeout_ms or jobs.max_runtime_ms above 24 hours, or
+    /// limits.kill_grace_ms above 60 seconds.
     #[arg(long, global = true, value_name = "FILE")]
     policy: Option<PathBuf>,
     #[command(subcommand)]
@@ -100,6 +103,12 @@ pub struct RequestArgs {
     /// policy file must lie outside it.
     ///
     /// Without it each run gets a fresh 0700 directory, removed after it.
+    /// Security: the workspace is the run's write scope; refused
+    /// (workspace.system, exit 126), directly or through a symlink: /, the
+    /// system directories /bin, /boot, /dev, /etc, /lib*, /proc, /run, /sbin,
+    /// /sys, /usr, /var and everything inside /bin, /boot, /dev, /etc, /lib*,
+    /// /proc, /sbin, /sys, /usr, the directories directly under /var and
+    /// /run, and any directory containing the policy file.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Take the words as argv exactly (no lexing); the same checks apply.

@@ -112,9 +112,183 @@ impl Workspace {
     }
 }
 
+/// Directories that must never be a persistent workspace (the workspace is
+/// the run's write scope): the system's own. Their first-level children
+/// under `/var` and `/run` (`/var/lib`, `/var/log`, `/run/user`, ...) are
+/// shared by every service and refused too; everything below `TREES` is.
+const SYSTEM_DIRS: [&str; 11] = [
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/run", "/sbin", "/sys", "/usr", "/var",
+];
+
+/// Trees in which no directory is a workspace: the kernel's views, the
+/// configuration and the installed programs.
+const SYSTEM_TREES: [&str; 8] = [
+    "/bin", "/boot", "/dev", "/etc", "/proc", "/sbin", "/sys", "/usr",
+];
+
+/// Areas whose own first-level children are system directories too.
+const SHARED_AREAS: [&str; 2] = ["/var", "/run"];
+
+/// Why `dir` (canonical) is a system directory, if it is one.
+fn system_reason(dir: &Path) -> Option<String> {
+    if dir == Path::new("/") {
+        return Some("the root directory".into());
+    }
+    let mut parts = dir.components().skip(1);
+    let top = parts.next()?.as_os_str().to_str()?.to_string();
+    let depth = 1 + parts.count();
+    let top_path = format!("/{top}");
+    // /lib, /lib32, /lib64, /libx32, /libexec
+    let lib = top.strip_prefix("lib").is_some_and(|rest| {
+        rest.chars().all(|c| c.is_ascii_digit()) || rest == "x32" || rest == "exec"
+    });
+    if depth == 1 && (SYSTEM_DIRS.contains(&top_path.as_str()) || lib) {
+        return Some("a system directory".into());
+    }
+    if SYSTEM_TREES.contains(&top_path.as_str()) || lib {
+        return Some(format!("inside the system directory {top_path}"));
+    }
+    if depth == 2 && SHARED_AREAS.contains(&top_path.as_str()) {
+        return Some(format!(
+            "a system directory shared by every service under {top_path}"
+        ));
+    }
+    None
+}
+
+/// Refuses a persistent workspace (`--workspace`, the login shell's home)
+/// that is `/`, a system directory, an ancestor of the policy file, or a
+/// symlink to one of these: the workspace becomes the run's write scope, so
+/// any of them would hand the system (or the policy) to the command.
+/// A directory that does not exist passes here; opening it fails later.
+pub fn refuse_system(dir: &Path, policy_file: Option<&Path>) -> Result<(), Denial> {
+    let Ok(real) = dir.canonicalize() else {
+        return Ok(());
+    };
+    let shown = if real == dir {
+        format!("{}", dir.display())
+    } else {
+        format!("{} (which is {})", dir.display(), real.display())
+    };
+    let hint = "use a project directory of your own (under /home, /srv or /tmp, for instance), or leave --workspace out for a fresh private one per run";
+    if let Some(why) = system_reason(&real) {
+        return Err(Denial::new(
+            "workspace.system",
+            format!("the workspace {shown} is {why}; a run may change everything in its workspace"),
+            hint,
+        ));
+    }
+    if let Some(file) = policy_file {
+        let file = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+        if file.starts_with(&real) {
+            return Err(Denial::new(
+                "workspace.system",
+                format!(
+                    "the workspace {shown} contains the policy file {}; a run could rewrite its own policy",
+                    file.display()
+                ),
+                "use a directory that does not contain the policy (keep the policy in /etc/agent-rsh/, for instance), or leave --workspace out for a fresh private one per run",
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_directories_are_named() {
+        let refused = [
+            "/",
+            "/bin",
+            "/boot",
+            "/dev",
+            "/etc",
+            "/lib",
+            "/lib64",
+            "/lib32",
+            "/libx32",
+            "/proc",
+            "/run",
+            "/sbin",
+            "/sys",
+            "/usr",
+            "/var",
+            "/etc/ssh",
+            "/usr/local/bin",
+            "/proc/1",
+            "/sys/fs/cgroup",
+            "/dev/shm",
+            "/lib/x86_64-linux-gnu",
+            "/var/lib",
+            "/var/log",
+            "/var/tmp",
+            "/run/user",
+            "/boot/grub",
+        ];
+        for d in refused {
+            assert!(system_reason(Path::new(d)).is_some(), "{d} accepted");
+        }
+        let accepted = [
+            "/home/me",
+            "/home",
+            "/tmp",
+            "/tmp/x",
+            "/srv/proj",
+            "/var/tmp/job",
+            "/var/lib/ci/work",
+            "/run/user/1000",
+            "/opt/work",
+            "/root",
+            "/library",
+        ];
+        for d in accepted {
+            assert_eq!(system_reason(Path::new(d)), None, "{d} refused");
+        }
+    }
+
+    #[test]
+    fn symlinks_and_policy_ancestors_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let link = t.path().join("etc-link");
+        std::os::unix::fs::symlink("/etc", &link).unwrap();
+        let d = refuse_system(&link, None).unwrap_err();
+        assert_eq!(d.rule, "workspace.system");
+        assert!(d.reason.contains("(which is /etc)"), "{}", d.reason);
+        assert!(d.hint.as_deref().unwrap().contains("--workspace"));
+        let dotted = t
+            .path()
+            .join("..")
+            .join("..")
+            .join("..")
+            .join("..")
+            .join("..");
+        assert!(
+            refuse_system(&dotted, None).is_err(),
+            "{}",
+            dotted.display()
+        );
+
+        let sub = t.path().join("conf");
+        std::fs::create_dir(&sub).unwrap();
+        let policy = sub.join("policy.toml");
+        std::fs::write(&policy, "").unwrap();
+        let d = refuse_system(t.path(), Some(&policy)).unwrap_err();
+        assert!(
+            d.reason.contains("contains the policy file"),
+            "{}",
+            d.reason
+        );
+        assert!(refuse_system(&sub, Some(&policy)).is_err());
+        let other = t.path().join("work");
+        std::fs::create_dir(&other).unwrap();
+        refuse_system(&other, Some(&policy)).unwrap();
+        refuse_system(&other, None).unwrap();
+        // Missing: left to the workspace's own error.
+        refuse_system(&t.path().join("missing"), None).unwrap();
+    }
 
     #[test]
     fn fresh_is_private_and_removed() {

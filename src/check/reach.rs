@@ -47,7 +47,12 @@ pub fn policy_out_of_reach(
 /// The same refusal for a loaded policy, wherever it came from: part of
 /// `check::admit`, so no face can run a command that could rewrite its own
 /// policy, and `agent-rsh check` says so too.
+/// A persistent workspace that is a system directory or contains the policy
+/// file is refused first (`workspace.system`, see `workspace::refuse_system`).
 pub fn loaded_policy_out_of_reach(policy: &Policy, workspace: Option<&Path>) -> Result<(), Denial> {
+    if let Some(ws) = workspace {
+        crate::workspace::refuse_system(ws, policy.origin.as_deref())?;
+    }
     match &policy.origin {
         Some(path) => policy_out_of_reach(&Source::File(path.clone()), workspace, policy),
         None => Ok(()),

@@ -13,6 +13,7 @@
 //! a caller without CAP_SYS_ADMIN gets them inside a new user namespace
 //! (see `userns` for what that changes and why it is safe).
 
+pub mod cgroup;
 mod doctor;
 pub mod filter;
 pub mod probe;

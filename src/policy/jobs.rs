@@ -13,6 +13,8 @@ pub struct JobsPolicy {
     /// log each): the first and last halves.
     pub max_output_bytes: u64,
     /// A job's deadline (it replaces `limits.timeout_ms` for jobs).
+    /// At most 24 hours.
+    #[serde(deserialize_with = "super::job_runtime_ms")]
     pub max_runtime_ms: u64,
     /// `jobs --gc` removes finished jobs, and workspaces left by crashed
     /// runs, older than this.

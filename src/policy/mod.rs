@@ -153,8 +153,11 @@ impl Default for EnvPolicy {
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Maximum wall time of a run; a call may ask for less, never more.
+    /// At most 24 hours.
+    #[serde(deserialize_with = "timeout_ms")]
     pub timeout_ms: u64,
-    /// Time between SIGTERM and SIGKILL at the deadline.
+    /// Time between SIGTERM and SIGKILL at the deadline. At most 60 s.
+    #[serde(deserialize_with = "kill_grace_ms")]
     pub kill_grace_ms: u64,
     /// CPU seconds (RLIMIT_CPU); 0 means "the deadline, rounded up".
     pub cpu_seconds: u64,
@@ -164,12 +167,92 @@ pub struct Limits {
     pub file_size_bytes: u64,
     /// Open files per process (RLIMIT_NOFILE).
     pub open_files: u64,
-    /// Processes (RLIMIT_NPROC, counted per user by the kernel; with a PID
-    /// namespace the tree is also bounded by the deadline).
+    /// Processes and threads of the whole run at once, root's included: a
+    /// per-run cgroup (`pids.max`) where agent-rsh can create one, and
+    /// RLIMIT_NPROC (counted per user by the kernel, not binding root).
     pub processes: u64,
+    /// Memory of the whole run, every process together, in bytes (a per-run
+    /// cgroup; swap does not extend it). Default: half of the physical
+    /// memory, computed when the policy is loaded; 0 means unbounded.
+    pub memory_bytes: u64,
     /// Size of a fresh workspace (a tmpfs in the run's mount view), bytes;
     /// 0 leaves a fresh workspace on the disk of `workspace.parent`.
     pub workspace_bytes: u64,
+}
+
+/// Longest `limits.timeout_ms` a policy may set: 24 hours.
+pub const MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+/// Longest `limits.kill_grace_ms` a policy may set: 60 seconds.
+pub const MAX_KILL_GRACE_MS: u64 = 60_000;
+/// Largest policy file agent-rsh reads.
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+/// Most `[[rules]]` a policy may hold.
+pub const MAX_RULES: usize = 1000;
+
+/// Half of the physical memory: the default `limits.memory_bytes`.
+pub fn default_memory_bytes() -> u64 {
+    // SAFETY: sysconf takes an integer and has no memory effects.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || size <= 0 {
+        // Unknown (never on Linux): no bound rather than a guess.
+        return 0;
+    }
+    (pages as u64).saturating_mul(size as u64) / 2
+}
+
+/// A u64 no larger than `max`; the error is raised while the value is
+/// read, so toml places it at the value's line and column.
+fn bounded<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    key: &str,
+    max: u64,
+    max_text: &str,
+    hint: &str,
+) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if v > max {
+        return Err(serde::de::Error::custom(format!(
+            "{key} = {v} is above the maximum of {max} ({max_text}); {hint}"
+        )));
+    }
+    Ok(v)
+}
+
+fn timeout_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    bounded(
+        d,
+        "limits.timeout_ms",
+        MAX_TIMEOUT_MS,
+        "24 hours",
+        "give a deadline of at most 86400000",
+    )
+}
+
+/// `jobs.max_runtime_ms` replaces `limits.timeout_ms` for background jobs:
+/// the same maximum.
+pub(crate) fn job_runtime_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    bounded(
+        d,
+        "jobs.max_runtime_ms",
+        MAX_TIMEOUT_MS,
+        "24 hours",
+        "give a deadline of at most 86400000",
+    )
+}
+
+fn kill_grace_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    bounded(
+        d,
+        "limits.kill_grace_ms",
+        MAX_KILL_GRACE_MS,
+        "60 seconds",
+        "give at most 60000: the grace only delays SIGKILL for a command that ignores SIGTERM",
+    )
 }
 
 impl Default for Limits {
@@ -182,6 +265,7 @@ impl Default for Limits {
             file_size_bytes: 1 << 30,
             open_files: 1024,
             processes: 512,
+            memory_bytes: default_memory_bytes(),
             workspace_bytes: 4 << 30,
         }
     }
@@ -321,6 +405,15 @@ impl std::error::Error for PolicyError {}
 impl Policy {
     /// Parses policy text; `source` names it in errors.
     pub fn parse(text: &str, source: Source) -> Result<Policy, PolicyError> {
+        // Before the parser: the number of rules is what makes a policy
+        // expensive to load.
+        if let Some(offset) = nth_rules_header(text, MAX_RULES + 1) {
+            return Err(PolicyError {
+                position: Some(line_col(text, offset)),
+                message: too_many_rules(),
+                source,
+            });
+        }
         let mut policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
             position: e.span().map(|s| line_col(text, s.start)),
             message: e.message().trim().to_string(),
@@ -328,6 +421,14 @@ impl Policy {
         })?;
         if let Source::File(path) = &source {
             policy.origin = Some(path.clone());
+        }
+        // Rules written as an inline array escape the header count.
+        if policy.rules.len() > MAX_RULES {
+            return Err(PolicyError {
+                source,
+                position: None,
+                message: too_many_rules(),
+            });
         }
         policy.validate().map_err(|message| PolicyError {
             source,
@@ -337,12 +438,20 @@ impl Policy {
         Ok(policy)
     }
 
-    /// Reads and parses a policy file.
+    /// Reads and parses a policy file; one larger than 1 MiB is refused
+    /// without being read further.
     pub fn load_file(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+        let fail = |message: String| PolicyError {
             source: Source::File(path.to_path_buf()),
             position: None,
-            message: format!("cannot read: {e}"),
+            message,
+        };
+        let text = read_capped(path, MAX_POLICY_BYTES).map_err(|e| match e {
+            Capped::TooLarge => fail(format!(
+                "the file is larger than {MAX_POLICY_BYTES} bytes (1 MiB), the most a policy may be; a policy states what it allows in a few kilobytes (fold repeated rules into one with a wider pattern)"
+            )),
+            Capped::Io(e) => fail(format!("cannot read: {e}")),
+            Capped::NotUtf8 => fail("cannot read: the file is not valid UTF-8".into()),
         })?;
         Policy::parse(&text, Source::File(path.to_path_buf()))
     }
@@ -418,6 +527,58 @@ impl Policy {
     }
 }
 
+enum Capped {
+    TooLarge,
+    NotUtf8,
+    Io(std::io::Error),
+}
+
+/// The file's text when it holds at most `cap` bytes; reads no more than
+/// `cap + 1` bytes whatever its size (a FIFO or /dev/zero included).
+fn read_capped(path: &Path, cap: u64) -> Result<String, Capped> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(Capped::Io)?;
+    let mut buf = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut buf)
+        .map_err(Capped::Io)?;
+    if buf.len() as u64 > cap {
+        return Err(Capped::TooLarge);
+    }
+    String::from_utf8(buf).map_err(|_| Capped::NotUtf8)
+}
+
+fn too_many_rules() -> String {
+    format!(
+        "more than {MAX_RULES} [[rules]]; a policy may hold at most {MAX_RULES} (fold rules for the same command into one with several patterns)"
+    )
+}
+
+/// Byte offset of the `n`th `[[rules]]` table header (1-based), spaces
+/// inside the brackets allowed as TOML allows them.
+fn nth_rules_header(text: &str, n: usize) -> Option<usize> {
+    let mut seen = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let t = line.trim_start_matches([' ', '\t']);
+        let Some(inner) = t.strip_prefix("[[") else {
+            continue;
+        };
+        let Some(end) = inner.find("]]") else {
+            continue;
+        };
+        if inner[..end].trim_matches([' ', '\t']) == "rules" {
+            seen += 1;
+            if seen == n {
+                return Some(start + (line.len() - t.len()));
+            }
+        }
+    }
+    None
+}
+
 /// 1-based line and column (in characters) of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
@@ -461,6 +622,71 @@ mod tests {
     fn dangerous_pass_is_refused() {
         let e = Policy::parse("[env]\npass = [\"LD_PRELOAD\"]\n", Source::Embedded).unwrap_err();
         assert!(e.message.contains("LD_PRELOAD"));
+    }
+
+    #[test]
+    fn limits_above_their_maximum_have_line_and_column() {
+        let e = Policy::parse("[limits]\nkill_grace_ms = 60001\n", Source::Embedded).unwrap_err();
+        assert_eq!(e.position, Some((2, 17)), "{e}");
+        assert!(e.message.contains("limits.kill_grace_ms = 60001"), "{e}");
+        assert!(e.message.contains("60 seconds"), "{e}");
+        let e = Policy::parse("limits.timeout_ms = 86400001\n", Source::Embedded).unwrap_err();
+        assert_eq!(e.position, Some((1, 21)), "{e}");
+        assert!(e.message.contains("24 hours"), "{e}");
+        let p = Policy::parse(
+            "[limits]\nkill_grace_ms = 60000\ntimeout_ms = 86400000\n",
+            Source::Embedded,
+        )
+        .unwrap();
+        assert_eq!(p.limits.kill_grace_ms, 60_000);
+        assert_eq!(p.limits.timeout_ms, MAX_TIMEOUT_MS);
+        // Inside a user's section the bound holds as well.
+        assert!(
+            Policy::parse(
+                "[users.a]\nlimits.kill_grace_ms = 100000\n",
+                Source::Embedded
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn memory_defaults_to_half_of_physical_memory() {
+        let p = Policy::parse("", Source::Embedded).unwrap();
+        let half = default_memory_bytes();
+        assert!(half > 0);
+        assert_eq!(p.limits.memory_bytes, half);
+        assert_eq!(p.limits.workspace_bytes, 4 << 30);
+        let p = Policy::parse("[limits]\nmemory_bytes = 0\n", Source::Embedded).unwrap();
+        assert_eq!(p.limits.memory_bytes, 0);
+    }
+
+    #[test]
+    fn too_many_rules_are_refused_at_the_first_one_too_many() {
+        let rule = "[[rules]]\ncommand = \"git\"\ndeny = [\"x\"]\n";
+        let text = format!("# head\n{}", rule.repeat(MAX_RULES + 1));
+        let e = Policy::parse(&text, Source::Embedded).unwrap_err();
+        assert_eq!(e.position, Some((2 + 3 * MAX_RULES, 1)), "{e}");
+        assert!(e.message.contains("at most 1000"), "{e}");
+        assert_eq!(nth_rules_header("  [[ rules ]]\n", 1), Some(2));
+        assert_eq!(nth_rules_header("[[rulesx]]\n[rules]\n", 1), None);
+    }
+
+    #[test]
+    fn a_policy_file_over_1_mib_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        let mut text = "# padding\n".repeat((MAX_POLICY_BYTES as usize) / 10 + 1);
+        text.push_str("trust = \"low\"\n");
+        std::fs::write(&big, &text).unwrap();
+        let e = Policy::load_file(&big).unwrap_err();
+        assert!(e.message.contains("larger than 1048576 bytes"), "{e}");
+        let exact = dir.path().join("exact.toml");
+        let head = "trust = \"low\"\n#";
+        let fill = "x".repeat(MAX_POLICY_BYTES as usize - head.len() - 1);
+        std::fs::write(&exact, format!("{head}{fill}\n")).unwrap();
+        assert_eq!(std::fs::metadata(&exact).unwrap().len(), MAX_POLICY_BYTES);
+        Policy::load_file(&exact).unwrap();
     }
 
     #[test]

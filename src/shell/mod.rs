@@ -138,6 +138,15 @@ pub fn main(inv: Result<Invocation, String>) -> i32 {
     };
     let login = match Login::establish(face) {
         Ok(l) => l,
+        Err(LoginError::Denied(d)) => {
+            say_err!(
+                "agent-rsh: denied ({}): {}; hint: {}; nothing was run",
+                d.rule,
+                d.reason,
+                d.hint.as_deref().unwrap_or("ask an administrator")
+            );
+            return code::DENIED;
+        }
         Err(e) => {
             say_err!("agent-rsh: {e}");
             say_err!("agent-rsh: nothing was run");
@@ -202,6 +211,9 @@ pub enum LoginError {
     AuditOpen(std::io::Error),
     #[error("{0}")]
     AuditWrite(std::io::Error),
+    /// The account's home is refused as a workspace (exit 126).
+    #[error("{}", .0.reason)]
+    Denied(crate::check::Denial),
 }
 
 impl Login {
@@ -224,6 +236,17 @@ impl Login {
         if !home.is_dir() {
             return Err(LoginError::HomeNotADirectory(home));
         }
+        // The home is every command's workspace (its write scope): `/`, a
+        // system directory or one holding the policy cannot be one.
+        crate::workspace::refuse_system(&user.dir, policy.origin.as_deref()).map_err(|d| {
+            LoginError::Denied(crate::check::Denial {
+                hint: Some(format!(
+                    "the home directory of {} in the password database must be a directory of its own, such as /home/{}; ask an administrator to change it (usermod -d)",
+                    user.name, user.name
+                )),
+                ..d
+            })
+        })?;
         // exec needs a PID namespace under "required"; an account without
         // CAP_SYS_ADMIN gets it inside a user namespace. On a machine that
         // refuses those too every command would fail, so say it once, at

@@ -66,6 +66,16 @@ impl User {
         User::named(name, PathBuf::new(), false)
     }
 
+    /// An account whose password-database home is `home`, which is never
+    /// created nor removed (`/` or a system directory: drop runs `userdel`
+    /// without `-r`).
+    pub fn with_foreign_home(home: &Path) -> User {
+        let name = unique("arshf");
+        let dir = home.to_str().unwrap();
+        admin("useradd", &["-M", "-d", dir, "-s", "/bin/sh", &name]);
+        User::named(name, home.to_path_buf(), false)
+    }
+
     fn named(name: String, home: PathBuf, has_home: bool) -> User {
         let id = |flag: &str| -> u32 {
             let out = Command::new("id").args([flag, &name]).output().unwrap();

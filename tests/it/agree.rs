@@ -73,7 +73,8 @@ fn check_and_run_agree_on_every_kind_of_verdict() {
         (&policy, &["--cwd", ".."], &["echo"], Some("cwd.escape"), 126),
         (&policy, &["--cwd", "/etc"], &["echo"], Some("cwd.absolute"), 126),
         (&policy, &["--timeout", "0"], &["echo"], Some("timeout.zero"), 126),
-        (&policy, &["--workspace", &ws], &["echo hi"], Some("policy.reachable"), 126),
+        (&policy, &["--workspace", &ws], &["echo hi"], Some("workspace.system"), 126),
+        (&policy, &["--workspace", "/"], &["echo hi"], Some("workspace.system"), 126),
         (&reachable, &[], &["echo hi"], Some("policy.reachable"), 126),
         // A command refused for itself is reported for that, first.
         (&reachable, &[], &["nope"], Some("command.not-allowed"), 126),

@@ -329,7 +329,8 @@ fn policy_inside_the_workspace_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(126));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["denial"]["rule"], "policy.reachable", "{v}");
+    // A workspace holding the policy is refused as a workspace.
+    assert_eq!(v["denial"]["rule"], "workspace.system", "{v}");
     // A background job in that workspace is refused before it detaches.
     let state = tempfile::tempdir().unwrap();
     let out = Command::new(bin())
@@ -347,7 +348,7 @@ fn policy_inside_the_workspace_is_refused() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(said.contains("policy.reachable"), "{said}");
+    assert!(said.contains("workspace.system"), "{said}");
     // The same policy outside the workspace runs.
     let p = policy("[commands]\nallow = [\"ls\"]\n");
     let (r, code) = run_json(Some(&p), Some(ws.path()), "ls");

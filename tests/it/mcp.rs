@@ -284,7 +284,7 @@ fn a_policy_inside_the_server_workspace_is_refused() {
     let res = &r["result"];
     assert_eq!(res["isError"], true, "{r}");
     assert_eq!(
-        res["structuredContent"]["denial"]["rule"], "policy.reachable",
+        res["structuredContent"]["denial"]["rule"], "workspace.system",
         "{r}"
     );
 }

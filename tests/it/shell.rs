@@ -715,3 +715,25 @@ fn agent_runs_are_audited_only_when_asked_and_without_env_values() {
     assert_eq!(rec["verdict"], "allow");
     assert_eq!(rec["exitCode"], 0);
 }
+
+/// An account whose home is `/` (or a system directory) would get the
+/// whole system as its write scope: the login is refused before anything
+/// runs, with the rule and what to change.
+#[test]
+fn a_home_that_is_a_system_directory_refuses_the_login() {
+    let sys = System::new(BASE);
+    let u = User::with_foreign_home(Path::new("/"));
+    let out = sys
+        .login(&u, "agent-rsh", &["-c", "echo hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("denied (workspace.system): the workspace / is the root directory"),
+        "{err}"
+    );
+    assert!(err.contains("usermod -d"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
