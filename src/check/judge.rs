@@ -171,22 +171,33 @@ impl Judge<'_, '_> {
             }
         }
         let Some(w) = b.wrapper(program) else { return };
-        let inner: Vec<Word> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
-            Inner::Nothing => return,
-            Inner::At(k) => words[k..]
-                .iter()
-                .map(|w| Word {
-                    text: Cow::Borrowed(w.text.as_ref()),
-                    at: w.at,
-                })
-                .collect(),
-            Inner::Words(new) => new
-                .into_iter()
+        if w.pack
+            .as_ref()
+            .is_some_and(|p| policy.packs.off.iter().any(|o| o == p))
+        {
+            return;
+        }
+        let owned = |new: Vec<(String, usize)>| -> Vec<Word> {
+            new.into_iter()
                 .map(|(text, k)| Word {
                     text: Cow::Owned(text),
                     at: words[k].at,
                 })
-                .collect(),
+                .collect()
+        };
+        let inner: Vec<Vec<Word>> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
+            Inner::Nothing => return,
+            Inner::At(k) => vec![
+                words[k..]
+                    .iter()
+                    .map(|w| Word {
+                        text: Cow::Borrowed(w.text.as_ref()),
+                        at: w.at,
+                    })
+                    .collect(),
+            ],
+            Inner::Words(new) => vec![owned(new)],
+            Inner::Commands(list) => list.into_iter().map(owned).collect(),
             Inner::Finding(p) => {
                 self.fire(Finding {
                     rule: p.rule.to_string(),
@@ -202,24 +213,23 @@ impl Judge<'_, '_> {
                 return;
             }
         };
-        if inner.is_empty() {
-            return;
+        for inner in inner.iter().filter(|c| !c.is_empty()) {
+            if depth + 1 > MAX_DEPTH {
+                self.fire(Finding {
+                    rule: "wrapper.depth".into(),
+                    severity: Severity::Critical,
+                    verdict: Verdict::Deny,
+                    reason: format!("wrappers nest more than {MAX_DEPTH} deep"),
+                    hint: "run the innermost command directly".into(),
+                    arg_index: inner[0].at,
+                    seen: inner[0].text.to_string(),
+                    command: program.to_string(),
+                    depth,
+                });
+                return;
+            }
+            self.level(inner, depth + 1, Some(program));
         }
-        if depth + 1 > MAX_DEPTH {
-            self.fire(Finding {
-                rule: "wrapper.depth".into(),
-                severity: Severity::Critical,
-                verdict: Verdict::Deny,
-                reason: format!("wrappers nest more than {MAX_DEPTH} deep"),
-                hint: "run the innermost command directly".into(),
-                arg_index: inner[0].at,
-                seen: inner[0].text.to_string(),
-                command: program.to_string(),
-                depth,
-            });
-            return;
-        }
-        self.level(&inner, depth + 1, Some(program));
     }
 
     fn fire(&mut self, f: Finding) {
@@ -341,12 +351,19 @@ mod tests {
     use crate::policy::Trust;
 
     fn judged(trust: Trust, cmd: &str) -> Judgement {
+        judged_with(trust, &[], cmd)
+    }
+
+    fn judged_with(trust: Trust, packs_off: &[&str], cmd: &str) -> Judgement {
         let mut p = Policy {
             trust,
             ..Policy::default()
         };
+        p.packs.off = packs_off.iter().map(|s| s.to_string()).collect();
         p.commands.allow = [
-            "env", "bash", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git", "nice",
+            "env", "bash", "sh", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git",
+            "nice", "su", "sudo", "watch", "flock", "split", "script", "screen", "at", "find",
+            "parallel", "chmod", "sed",
         ]
         .map(String::from)
         .to_vec();
@@ -395,6 +412,61 @@ mod tests {
             "",
             &["guard.git.branch-force-delete"],
         ),
+        // Programs that hand a script to `sh -c`: sh must be allowed, and
+        // the script is judged as a shell's.
+        ("su -c 'rm -rf /' root", "guard.fs.rm-root", &[]),
+        ("su - root -c 'true'", "", &[]),
+        ("su -c 'true | true'", "", &["wrapper.shell.script"]),
+        ("su root", "wrapper.opaque", &[]),
+        ("su -s /bin/bash -c true", "wrapper.opaque", &[]),
+        ("sudo su -", "wrapper.opaque", &[]),
+        ("watch -n1 'rm -rf /'", "guard.fs.rm-root", &[]),
+        ("watch git reset --hard", "guard.git.reset-hard", &[]),
+        ("watch -x rm -rf /", "guard.fs.rm-root", &[]),
+        ("watch -n 5 true", "", &[]),
+        ("watch", "", &[]),
+        ("flock l -c 'rm -rf /'", "guard.fs.rm-root", &[]),
+        ("flock -w 1 l rm -rf /", "guard.fs.rm-root", &[]),
+        ("flock 9", "", &[]),
+        ("split --filter='rm -rf /' f", "guard.fs.rm-root", &[]),
+        ("split -l 5 f rm", "", &[]),
+        (
+            "script -qc 'git reset --hard' log",
+            "guard.git.reset-hard",
+            &[],
+        ),
+        ("script -q log", "wrapper.opaque", &[]),
+        ("screen -dmS s rm -rf /", "guard.fs.rm-root", &[]),
+        ("screen -ls rm", "", &[]),
+        ("screen -S s -X stuff x", "wrapper.opaque", &[]),
+        ("at now", "wrapper.opaque", &[]),
+        ("at -l", "", &[]),
+        ("parallel rm ::: a", "wrapper.opaque", &[]),
+        // find's actions, each judged; `{}` is a starting point outside.
+        ("find . -exec true {} +", "", &[]),
+        ("find . -exec rm -rf {} +", "", &[]),
+        ("find / -exec rm -rf {} +", "guard.fs.rm-root", &[]),
+        (
+            "find -L ../.. -name x -exec rm -rf {} \\;",
+            "guard.fs.rm-root",
+            &[],
+        ),
+        (
+            "find . /etc -exec chmod -R 777 {} +",
+            "guard.fs.chmod-root",
+            &[],
+        ),
+        (
+            "find . -exec true \\; -exec git push -f \\;",
+            "guard.git.push-force",
+            &[],
+        ),
+        (
+            "find . -exec true {} + -delete",
+            "",
+            &["guard.fs.find-delete"],
+        ),
+        ("find . -exec sh -c 'rm -rf /' \\;", "guard.fs.rm-root", &[]),
     ];
 
     #[test]
@@ -426,6 +498,40 @@ mod tests {
         // Critical stays denied at every trust level.
         let j = judged(Trust::High, "timeout 5 rm -rf /");
         assert_eq!(j.denial.unwrap().rule, "guard.fs.rm-root");
+    }
+
+    #[test]
+    fn opaque_wrappers_warn_at_trust_high() {
+        let j = judged(Trust::High, "su");
+        assert!(j.denial.is_none(), "{:?}", j.denial);
+        assert_eq!(j.findings[0].rule, "wrapper.opaque");
+        assert_eq!(j.findings[0].verdict, Verdict::Warn);
+        let j = judged(Trust::Low, "script -c 'true | true' log");
+        assert_eq!(j.denial.unwrap().rule, "wrapper.shell.script");
+    }
+
+    #[test]
+    fn find_actions_are_off_with_the_find_pack() {
+        let j = judged_with(Trust::Medium, &["find"], "find / -exec rm -rf {} +");
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // ... but find's own guard still judges find.
+        let j = judged_with(Trust::Medium, &["find"], "find / -delete");
+        assert_eq!(j.findings[0].rule, "guard.fs.find-delete");
+    }
+
+    #[test]
+    fn each_find_action_is_a_level_of_its_own() {
+        let j = judged(
+            Trust::Medium,
+            "find src -exec true {} \\; -execdir git status \\;",
+        );
+        let chain: Vec<(usize, &str, usize)> = j
+            .levels
+            .iter()
+            .map(|l| (l.depth, l.command.as_str(), l.arg_index))
+            .collect();
+        assert_eq!(chain, [(0, "find", 0), (1, "true", 3), (1, "git", 7)]);
+        assert!(j.denial.is_none());
     }
 
     #[test]

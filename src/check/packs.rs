@@ -68,6 +68,9 @@ impl Builtin {
         for r in &b.rules {
             r.validate_shape()?;
         }
+        for w in &b.wrappers {
+            w.validate()?;
+        }
         for (i, g) in b.grammars.iter().enumerate() {
             index(&g.commands, i, &mut b.grammar_by_name, &mut b.grammar_globs);
         }
@@ -95,9 +98,14 @@ impl Builtin {
         self.wrappers.iter().find(|w| w.applies_to(program))
     }
 
-    /// The names of all built-in packs.
+    /// The names of all built-in packs (of rules, and of wrappers that
+    /// belong to one: find's actions are in pack `find`).
     pub fn packs(&self) -> BTreeSet<&str> {
-        self.rules.iter().map(RuleSpec::pack).collect()
+        self.rules
+            .iter()
+            .map(RuleSpec::pack)
+            .chain(self.wrappers.iter().filter_map(|w| w.pack.as_deref()))
+            .collect()
     }
 }
 
