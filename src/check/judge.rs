@@ -334,13 +334,19 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
             policy.packs.rules_off.join(", ")
         );
     }
+    let names = |opaque: bool| {
+        b.wrappers
+            .iter()
+            .filter(|w| w.opaque == opaque)
+            .filter(|w| w.pack.as_ref().is_none_or(|p| !off.contains(&p.as_str())))
+            .flat_map(|w| w.commands.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     out += "# wrappers (inner command checked as a command in its own right, depth <= 5): ";
-    out += &b
-        .wrappers
-        .iter()
-        .flat_map(|w| w.commands.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join(", ");
+    out += &names(false);
+    out += "\n# programs whose commands cannot be read (wrapper.opaque): ";
+    out += &names(true);
     out += "\n";
     out
 }
