@@ -6,7 +6,7 @@ use super::Denial;
 use super::args::normalize;
 use super::packs::builtin;
 use super::rules::{Severity, Verdict};
-use super::wrappers::{self, Inner, MAX_DEPTH};
+use super::wrappers::{self, Inner, MAX_COMMANDS, MAX_DEPTH};
 use crate::policy::Policy;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -93,6 +93,8 @@ struct Judge<'p, 'r> {
     explain: bool,
     resolve: &'r mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
     out: Judgement,
+    /// Commands judged so far (at most MAX_COMMANDS).
+    judged: usize,
 }
 
 /// Judges `argv` (its program already resolved by the caller). `resolve`
@@ -117,6 +119,7 @@ pub fn judge(
         explain,
         resolve,
         out: Judgement::default(),
+        judged: 0,
     };
     if !words.is_empty() {
         j.level(&words, 0, None);
@@ -132,6 +135,25 @@ impl Judge<'_, '_> {
     fn level(&mut self, words: &[Word], depth: usize, wrapper: Option<&str>) {
         let texts: Vec<&str> = words.iter().map(|w| w.text.as_ref()).collect();
         let program = basename(texts[0]);
+        self.judged += 1;
+        if self.judged > MAX_COMMANDS {
+            if self.judged == MAX_COMMANDS + 1 {
+                self.fire(Finding {
+                    rule: "wrapper.depth".into(),
+                    severity: Severity::Critical,
+                    verdict: Verdict::Deny,
+                    reason: format!(
+                        "the line starts more than {MAX_COMMANDS} commands through wrappers"
+                    ),
+                    hint: "run fewer commands per call".into(),
+                    arg_index: words[0].at,
+                    seen: texts[0].to_string(),
+                    command: program.to_string(),
+                    depth,
+                });
+            }
+            return;
+        }
         if let Some(by) = wrapper
             && let Err(mut d) = (self.resolve)(texts[0])
         {
@@ -444,6 +466,7 @@ mod tests {
         ("script -q log", "wrapper.opaque", &[]),
         ("screen -dmS s rm -rf /", "guard.fs.rm-root", &[]),
         ("screen -ls rm", "", &[]),
+        ("screen -S -ls rm -rf /", "guard.fs.rm-root", &[]),
         ("screen -S s -X stuff x", "wrapper.opaque", &[]),
         ("at now", "wrapper.opaque", &[]),
         ("at -l", "", &[]),
@@ -523,6 +546,24 @@ mod tests {
         // ... but find's own guard still judges find.
         let j = judged_with(Trust::Medium, &["find"], "find / -delete");
         assert_eq!(j.findings[0].rule, "guard.fs.find-delete");
+    }
+
+    #[test]
+    fn the_number_of_commands_judged_is_bounded() {
+        // Each of 10 outside starting points gives a reading of the inner
+        // find, whose 10 give 10 readings of `true` each: 111 commands.
+        let starts: Vec<String> = (0..10).map(|i| format!("/d{i}")).collect();
+        let cmd = format!(
+            "find {0} -exec find {0} -exec true {{}} \\; \\;",
+            starts.join(" ")
+        );
+        let j = judged(Trust::Medium, &cmd);
+        let d = j.denial.expect("refused");
+        assert_eq!(d.rule, "wrapper.depth", "{d:?}");
+        assert!(d.reason.contains("more than 64 commands"), "{d:?}");
+        // The same starting point twice is read once.
+        let j = judged(Trust::Medium, "find / // /. -exec true {} +");
+        assert_eq!(j.levels.len(), 2, "{:?}", j.levels);
     }
 
     #[test]

@@ -209,8 +209,26 @@ mod tests {
             );
             ids.insert(r.id.as_str());
         }
-        for p in ["find", "git", "tar", "sort", "guard.fs", "guard.git"] {
+        for p in [
+            "find",
+            "git",
+            "tar",
+            "sort",
+            "guard.fs",
+            "guard.git",
+            "guard.sys",
+        ] {
             assert!(b.packs().contains(p), "{p}");
+        }
+        for w in &b.wrappers {
+            w.validate().unwrap_or_else(|e| panic!("{e}"));
+            if let Some(re) = &w.no_command_word {
+                assert!(
+                    w.no_command_re().is_some(),
+                    "{:?}: bad regex {re}",
+                    w.commands
+                );
+            }
         }
     }
 

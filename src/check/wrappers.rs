@@ -14,6 +14,11 @@ use std::sync::OnceLock;
 /// Wrappers nest at most this deep; a deeper command is refused.
 pub const MAX_DEPTH: usize = 5;
 
+/// At most this many commands are judged for one argv (find's actions,
+/// each read once per starting point outside, nest): more are refused, so
+/// a crafted line cannot make the judge's work grow without bound.
+pub const MAX_COMMANDS: usize = 64;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WrapperSpec {
@@ -78,9 +83,8 @@ impl WrapperSpec {
         if self.commands.is_empty() {
             return Err("wrapper: commands must name at least one program".into());
         }
-        if let Some(re) = &self.no_command_word {
-            Regex::new(re).map_err(|e| format!("wrapper {name}: no_command_word: {e}"))?;
-        }
+        // no_command_word compiles on first use (a unit test compiles it):
+        // compiling at load would cost every process.
         let opaque = self.opaque || self.shell_without_command || !self.opaque_with.is_empty();
         if opaque && (self.opaque_reason.trim().is_empty() || self.opaque_hint.trim().is_empty()) {
             return Err(format!(
@@ -90,7 +94,8 @@ impl WrapperSpec {
         Ok(())
     }
 
-    fn no_command_re(&self) -> Option<&Regex> {
+    /// Compiles `no_command_word` (the packs' unit test calls it for each).
+    pub fn no_command_re(&self) -> Option<&Regex> {
         self.no_command_re
             .get_or_init(|| {
                 self.no_command_word
@@ -190,8 +195,12 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
         return Inner::Nothing;
     }
     if let Some(re) = w.no_command_re() {
+        // Option words only: `screen -S -ls sh` names a session `-ls`.
         let end = n.first_positional().map_or(argv.len(), |(_, i)| i);
-        if argv[1..end].iter().any(|a| re.is_match(a)) {
+        if n.options()
+            .filter(|o| o.index < end)
+            .any(|o| re.is_match(argv[o.index]))
+        {
             return Inner::Nothing;
         }
     }
@@ -311,13 +320,15 @@ fn actions(w: &WrapperSpec, argv: &[&str]) -> Inner {
         .iter()
         .skip(k)
         .take_while(|a| !(a.starts_with('-') || **a == "(" || **a == "!"));
-    let outside: Vec<&str> = starts
-        .filter(|a| {
-            let p = super::rules::lexical_path(a);
-            p.starts_with('/') || p == ".." || p.starts_with("../")
-        })
-        .copied()
-        .collect();
+    let mut outside: Vec<&str> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for a in starts {
+        let p = super::rules::lexical_path(a);
+        if (p.starts_with('/') || p == ".." || p.starts_with("../")) && !seen.contains(&p) {
+            seen.push(p);
+            outside.push(a);
+        }
+    }
     let mut commands = Vec::new();
     let mut j = k;
     while j < argv.len() {
