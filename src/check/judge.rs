@@ -443,6 +443,12 @@ mod tests {
         // Programs that hand a script to `sh -c`: sh must be allowed, and
         // the script is judged as a shell's.
         ("su -c 'rm -rf /' root", "guard.fs.rm-root", &[]),
+        ("su -c true -c 'rm -rf /' root", "guard.fs.rm-root", &[]),
+        (
+            "split --filter=true --filter='rm -rf /' f",
+            "guard.fs.rm-root",
+            &[],
+        ),
         ("su - root -c 'true'", "", &[]),
         ("su -c 'true | true'", "", &["wrapper.shell.script"]),
         ("su root", "wrapper.opaque", &[]),

@@ -228,11 +228,20 @@ pub fn find_option<'n, 'a>(n: &'n Normalized<'a>, names: &[String]) -> Option<&'
     if names.is_empty() {
         return None;
     }
+    find_options(n, names).next()
+}
+
+/// Every option in `n` named by any of `names`, in order.
+pub fn find_options<'n, 'a>(
+    n: &'n Normalized<'a>,
+    names: &[String],
+) -> impl Iterator<Item = &'n Opt<'a>> {
     let names: Vec<OptName> = names
         .iter()
         .filter_map(|s| OptName::parse(s).ok())
         .collect();
-    n.options().find(|o| names.iter().any(|x| x.matches(o)))
+    n.options()
+        .filter(move |o| names.iter().any(|x| x.matches(o)))
 }
 
 fn regex(field: &str, pattern: &Option<String>) -> Result<Option<Regex>, String> {

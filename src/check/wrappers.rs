@@ -5,7 +5,7 @@
 //! end at the first positional), then judged as a command in its own right.
 
 use super::args::{Normalized, Opt, name_matches};
-use super::rules::{Severity, find_option};
+use super::rules::{Severity, find_option, find_options};
 use crate::lex;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -191,6 +191,11 @@ const SHELL_BUILTINS: &[&str] = &[
 
 /// The inner command of wrapper `w` over `argv` read as `n`.
 pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -> Inner {
+    // First: an option that makes it unreadable outweighs one that would
+    // mean "nothing runs" (`at -l -b`: the last mode given wins).
+    if let Some(o) = find_option(n, &w.opaque_with) {
+        return opaque(w, argv, o.index);
+    }
     if find_option(n, &w.no_command_with).is_some() {
         return Inner::Nothing;
     }
@@ -207,19 +212,20 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
     if !w.actions.is_empty() {
         return actions(w, argv);
     }
-    if let Some(o) = find_option(n, &w.opaque_with) {
-        return opaque(w, argv, o.index);
-    }
     if w.opaque {
         return opaque(w, argv, 0);
     }
     if let Some(o) = find_option(n, &w.split) {
         return split(o, argv, max_bytes);
     }
-    if let Some(o) = find_option(n, &w.script) {
-        return match o.value {
-            Some(script) => run_by_shell(script, o.value_index),
-            None => Inner::Nothing,
+    if find_option(n, &w.script).is_some() {
+        // Each one is judged: the program may run the last one given.
+        let scripts: Vec<Vec<(String, usize)>> = find_options(n, &w.script)
+            .filter_map(|o| o.value.map(|v| shell_words(v, o.value_index)))
+            .collect();
+        return match scripts.is_empty() {
+            true => Inner::Nothing,
+            false => Inner::Commands(scripts),
         };
     }
     if w.shell {
@@ -277,11 +283,15 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
 /// `sh -c SCRIPT`, as the wrapper starts it: the shell must be allowed,
 /// and the script is judged as a shell's (`wrappers.toml`, `shell`).
 fn run_by_shell(script: &str, index: usize) -> Inner {
-    Inner::Words(vec![
+    Inner::Words(shell_words(script, index))
+}
+
+fn shell_words(script: &str, index: usize) -> Vec<(String, usize)> {
+    vec![
         ("sh".to_string(), index),
         ("-c".to_string(), index),
         (script.to_string(), index),
-    ])
+    ]
 }
 
 /// What runs cannot be read from the command line.
