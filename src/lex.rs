@@ -125,6 +125,81 @@ fn refuse(rule: &'static str, offset: usize, reason: String, hint: &'static str)
     }
 }
 
+/// Where an unquoted character stands in its word, for the characters
+/// that are shell syntax only in some places.
+struct Context<'a> {
+    /// No character of the word precedes it (not even a quoted empty one).
+    at_word_start: bool,
+    /// The word's text so far is empty (`''~` still starts a tilde-prefix
+    /// in a careless reading; refusing it costs nothing).
+    text_empty: bool,
+    /// The input character right before it, quoted or not.
+    prev: Option<char>,
+    /// The whole word as written, quotes included.
+    raw: &'a str,
+}
+
+/// Is the unquoted character `c` literal text in bash here? Bash leaves
+/// these literal (tests/lex_bash.rs checks each shape against bash):
+/// - `~` inside a word, unless it follows `=` or `:` (tilde expansion
+///   happens at a word's start and after `=`/`:` in assignment words);
+/// - `{` and `}` in a word with no `,` and no `..` (brace expansion needs
+///   one of them: `stash@{0}`, `{}` and `a{b}c` stay as written);
+/// - `!` inside a word (history expansion is off under `bash -c`; `!`
+///   alone first is the pipeline negation, a reserved word);
+/// - `]` in a word with no `[` (it closes nothing).
+fn literal_here(c: char, ctx: &Context) -> bool {
+    match c {
+        '~' => !ctx.text_empty && !matches!(ctx.prev, Some('=' | ':')),
+        '{' | '}' => {
+            // Quotes removed too, so `.'.'` counts as `..`.
+            let bare: String = ctx
+                .raw
+                .chars()
+                .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+                .collect();
+            !bare.contains(',') && !bare.contains("..")
+        }
+        '!' => !ctx.at_word_start && !ctx.text_empty,
+        ']' => !ctx.raw.contains('['),
+        _ => false,
+    }
+}
+
+/// The end (exclusive) of the word that contains byte `from`: the next
+/// unquoted space or tab, quotes and escapes skipped as the lexer reads them.
+fn raw_word_end(input: &str, from: usize) -> usize {
+    let mut chars = input[from..].char_indices().map(|(k, c)| (from + k, c));
+    while let Some((i, c)) = chars.next() {
+        match c {
+            ' ' | '\t' => return i,
+            '\\' => {
+                chars.next();
+            }
+            '\'' => {
+                for (_, q) in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                while let Some((_, q)) = chars.next() {
+                    match q {
+                        '"' => break,
+                        '\\' => {
+                            chars.next();
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    input.len()
+}
+
 fn unquoted_refusal(c: char, offset: usize, at_word_start: bool) -> Option<LexError> {
     let (rule, hint): (&'static str, &'static str) = match c {
         ';' | '&' => (
@@ -292,7 +367,16 @@ pub fn lex(input: &str, max_bytes: usize) -> Result<Vec<Word>, LexError> {
             }
             _ => {
                 if let Some(e) = unquoted_refusal(c, i, cur.is_none()) {
-                    return Err(e);
+                    let start = cur.as_ref().map_or(i, |w| w.offset);
+                    let ctx = Context {
+                        at_word_start: cur.is_none(),
+                        text_empty: cur.as_ref().is_none_or(|w| w.text.is_empty()),
+                        prev: input[..i].chars().next_back(),
+                        raw: &input[start..raw_word_end(input, i)],
+                    };
+                    if !literal_here(c, &ctx) {
+                        return Err(e);
+                    }
                 }
                 cur.get_or_insert_with(|| new_word(i)).text.push(c);
             }
@@ -399,6 +483,22 @@ mod tests {
             ("\"time\" ls", &["time", "ls"]),
             ("echo \"!\"", &["echo", "!"]),
             ("find . -name '*.rs'", &["find", ".", "-name", "*.rs"]),
+            // What bash leaves literal although a careless reading would not.
+            ("git diff HEAD~1", &["git", "diff", "HEAD~1"]),
+            ("echo a~b x'y'~", &["echo", "a~b", "xy~"]),
+            (
+                "git stash show stash@{0}",
+                &["git", "stash", "show", "stash@{0}"],
+            ),
+            (
+                "find . -exec cat {} +",
+                &["find", ".", "-exec", "cat", "{}", "+"],
+            ),
+            ("echo a{b}c } {", &["echo", "a{b}c", "}", "{"]),
+            ("git commit -m fix!", &["git", "commit", "-m", "fix!"]),
+            ("echo a!b", &["echo", "a!b"]),
+            ("test a = b ]", &["test", "a", "=", "b", "]"]),
+            ("echo a]b", &["echo", "a]b"]),
         ];
         for (input, want) in table {
             assert_eq!(argv(input), *want, "input {input:?}");
@@ -425,6 +525,17 @@ mod tests {
             ("cat < f", "lex.redirect", 4),
             ("(ls)", "lex.subshell", 0),
             ("! ls", "lex.bang", 0),
+            ("echo !x", "lex.bang", 5),
+            ("echo ''!x", "lex.bang", 7),
+            ("echo ~", "lex.tilde", 5),
+            ("echo ''~", "lex.tilde", 7),
+            ("make prefix=~/x", "lex.tilde", 12),
+            ("echo a=b:~", "lex.tilde", 9),
+            ("echo {a,b}c", "lex.brace", 5),
+            ("echo x{1..3}", "lex.brace", 6),
+            ("echo {a.'.'b}", "lex.brace", 5),
+            ("echo {a'b,c'}", "lex.brace", 5),
+            ("echo '['a]", "lex.glob", 9),
             ("ls #x", "lex.comment", 3),
             ("time ls", "lex.reserved-word", 0),
             ("if", "lex.reserved-word", 0),

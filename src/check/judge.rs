@@ -6,7 +6,7 @@ use super::Denial;
 use super::args::normalize;
 use super::packs::builtin;
 use super::rules::{Severity, Verdict};
-use super::wrappers::{self, Inner, MAX_DEPTH};
+use super::wrappers::{self, Inner, MAX_COMMANDS, MAX_DEPTH};
 use crate::policy::Policy;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -93,6 +93,8 @@ struct Judge<'p, 'r> {
     explain: bool,
     resolve: &'r mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
     out: Judgement,
+    /// Commands judged so far (at most MAX_COMMANDS).
+    judged: usize,
 }
 
 /// Judges `argv` (its program already resolved by the caller). `resolve`
@@ -117,6 +119,7 @@ pub fn judge(
         explain,
         resolve,
         out: Judgement::default(),
+        judged: 0,
     };
     if !words.is_empty() {
         j.level(&words, 0, None);
@@ -132,6 +135,25 @@ impl Judge<'_, '_> {
     fn level(&mut self, words: &[Word], depth: usize, wrapper: Option<&str>) {
         let texts: Vec<&str> = words.iter().map(|w| w.text.as_ref()).collect();
         let program = basename(texts[0]);
+        self.judged += 1;
+        if self.judged > MAX_COMMANDS {
+            if self.judged == MAX_COMMANDS + 1 {
+                self.fire(Finding {
+                    rule: "wrapper.depth".into(),
+                    severity: Severity::Critical,
+                    verdict: Verdict::Deny,
+                    reason: format!(
+                        "the line starts more than {MAX_COMMANDS} commands through wrappers"
+                    ),
+                    hint: "run fewer commands per call".into(),
+                    arg_index: words[0].at,
+                    seen: texts[0].to_string(),
+                    command: program.to_string(),
+                    depth,
+                });
+            }
+            return;
+        }
         if let Some(by) = wrapper
             && let Err(mut d) = (self.resolve)(texts[0])
         {
@@ -171,22 +193,33 @@ impl Judge<'_, '_> {
             }
         }
         let Some(w) = b.wrapper(program) else { return };
-        let inner: Vec<Word> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
-            Inner::Nothing => return,
-            Inner::At(k) => words[k..]
-                .iter()
-                .map(|w| Word {
-                    text: Cow::Borrowed(w.text.as_ref()),
-                    at: w.at,
-                })
-                .collect(),
-            Inner::Words(new) => new
-                .into_iter()
+        if w.pack
+            .as_ref()
+            .is_some_and(|p| policy.packs.off.iter().any(|o| o == p))
+        {
+            return;
+        }
+        let owned = |new: Vec<(String, usize)>| -> Vec<Word> {
+            new.into_iter()
                 .map(|(text, k)| Word {
                     text: Cow::Owned(text),
                     at: words[k].at,
                 })
-                .collect(),
+                .collect()
+        };
+        let inner: Vec<Vec<Word>> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
+            Inner::Nothing => return,
+            Inner::At(k) => vec![
+                words[k..]
+                    .iter()
+                    .map(|w| Word {
+                        text: Cow::Borrowed(w.text.as_ref()),
+                        at: w.at,
+                    })
+                    .collect(),
+            ],
+            Inner::Words(new) => vec![owned(new)],
+            Inner::Commands(list) => list.into_iter().map(owned).collect(),
             Inner::Finding(p) => {
                 self.fire(Finding {
                     rule: p.rule.to_string(),
@@ -202,24 +235,23 @@ impl Judge<'_, '_> {
                 return;
             }
         };
-        if inner.is_empty() {
-            return;
+        for inner in inner.iter().filter(|c| !c.is_empty()) {
+            if depth + 1 > MAX_DEPTH {
+                self.fire(Finding {
+                    rule: "wrapper.depth".into(),
+                    severity: Severity::Critical,
+                    verdict: Verdict::Deny,
+                    reason: format!("wrappers nest more than {MAX_DEPTH} deep"),
+                    hint: "run the innermost command directly".into(),
+                    arg_index: inner[0].at,
+                    seen: inner[0].text.to_string(),
+                    command: program.to_string(),
+                    depth,
+                });
+                return;
+            }
+            self.level(inner, depth + 1, Some(program));
         }
-        if depth + 1 > MAX_DEPTH {
-            self.fire(Finding {
-                rule: "wrapper.depth".into(),
-                severity: Severity::Critical,
-                verdict: Verdict::Deny,
-                reason: format!("wrappers nest more than {MAX_DEPTH} deep"),
-                hint: "run the innermost command directly".into(),
-                arg_index: inner[0].at,
-                seen: inner[0].text.to_string(),
-                command: program.to_string(),
-                depth,
-            });
-            return;
-        }
-        self.level(&inner, depth + 1, Some(program));
     }
 
     fn fire(&mut self, f: Finding) {
@@ -324,13 +356,19 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
             policy.packs.rules_off.join(", ")
         );
     }
+    let names = |opaque: bool| {
+        b.wrappers
+            .iter()
+            .filter(|w| w.opaque == opaque)
+            .filter(|w| w.pack.as_ref().is_none_or(|p| !off.contains(&p.as_str())))
+            .flat_map(|w| w.commands.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     out += "# wrappers (inner command checked as a command in its own right, depth <= 5): ";
-    out += &b
-        .wrappers
-        .iter()
-        .flat_map(|w| w.commands.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join(", ");
+    out += &names(false);
+    out += "\n# programs whose commands cannot be read (wrapper.opaque): ";
+    out += &names(true);
     out += "\n";
     out
 }
@@ -341,12 +379,19 @@ mod tests {
     use crate::policy::Trust;
 
     fn judged(trust: Trust, cmd: &str) -> Judgement {
+        judged_with(trust, &[], cmd)
+    }
+
+    fn judged_with(trust: Trust, packs_off: &[&str], cmd: &str) -> Judgement {
         let mut p = Policy {
             trust,
             ..Policy::default()
         };
+        p.packs.off = packs_off.iter().map(|s| s.to_string()).collect();
         p.commands.allow = [
-            "env", "bash", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git", "nice",
+            "env", "bash", "sh", "rm", "true", "ionice", "taskset", "xargs", "timeout", "git",
+            "nice", "su", "sudo", "watch", "flock", "split", "script", "screen", "at", "find",
+            "parallel", "chmod", "sed",
         ]
         .map(String::from)
         .to_vec();
@@ -395,6 +440,68 @@ mod tests {
             "",
             &["guard.git.branch-force-delete"],
         ),
+        // Programs that hand a script to `sh -c`: sh must be allowed, and
+        // the script is judged as a shell's.
+        ("su -c 'rm -rf /' root", "guard.fs.rm-root", &[]),
+        ("su -c true -c 'rm -rf /' root", "guard.fs.rm-root", &[]),
+        (
+            "split --filter=true --filter='rm -rf /' f",
+            "guard.fs.rm-root",
+            &[],
+        ),
+        ("su - root -c 'true'", "", &[]),
+        ("su -c 'true | true'", "", &["wrapper.shell.script"]),
+        ("su root", "wrapper.opaque", &[]),
+        ("su -s /bin/bash -c true", "wrapper.opaque", &[]),
+        ("sudo su -", "wrapper.opaque", &[]),
+        ("watch -n1 'rm -rf /'", "guard.fs.rm-root", &[]),
+        ("watch git reset --hard", "guard.git.reset-hard", &[]),
+        ("watch -x rm -rf /", "guard.fs.rm-root", &[]),
+        ("watch -n 5 true", "", &[]),
+        ("watch", "", &[]),
+        ("flock l -c 'rm -rf /'", "guard.fs.rm-root", &[]),
+        ("flock -w 1 l rm -rf /", "guard.fs.rm-root", &[]),
+        ("flock 9", "", &[]),
+        ("split --filter='rm -rf /' f", "guard.fs.rm-root", &[]),
+        ("split -l 5 f rm", "", &[]),
+        (
+            "script -qc 'git reset --hard' log",
+            "guard.git.reset-hard",
+            &[],
+        ),
+        ("script -q log", "wrapper.opaque", &[]),
+        ("screen -dmS s rm -rf /", "guard.fs.rm-root", &[]),
+        ("screen -ls rm", "", &[]),
+        ("screen -S -ls rm -rf /", "guard.fs.rm-root", &[]),
+        ("screen -S s -X stuff x", "wrapper.opaque", &[]),
+        ("at now", "wrapper.opaque", &[]),
+        ("at -l", "", &[]),
+        ("parallel rm ::: a", "wrapper.opaque", &[]),
+        // find's actions, each judged; `{}` is a starting point outside.
+        ("find . -exec true {} +", "", &[]),
+        ("find . -exec rm -rf {} +", "", &[]),
+        ("find / -exec rm -rf {} +", "guard.fs.rm-root", &[]),
+        (
+            "find -L ../.. -name x -exec rm -rf {} \\;",
+            "guard.fs.rm-root",
+            &[],
+        ),
+        (
+            "find . /etc -exec chmod -R 777 {} +",
+            "guard.fs.chmod-root",
+            &[],
+        ),
+        (
+            "find . -exec true \\; -exec git push -f \\;",
+            "guard.git.push-force",
+            &[],
+        ),
+        (
+            "find . -exec true {} + -delete",
+            "",
+            &["guard.fs.find-delete"],
+        ),
+        ("find . -exec sh -c 'rm -rf /' \\;", "guard.fs.rm-root", &[]),
     ];
 
     #[test]
@@ -426,6 +533,58 @@ mod tests {
         // Critical stays denied at every trust level.
         let j = judged(Trust::High, "timeout 5 rm -rf /");
         assert_eq!(j.denial.unwrap().rule, "guard.fs.rm-root");
+    }
+
+    #[test]
+    fn opaque_wrappers_warn_at_trust_high() {
+        let j = judged(Trust::High, "su");
+        assert!(j.denial.is_none(), "{:?}", j.denial);
+        assert_eq!(j.findings[0].rule, "wrapper.opaque");
+        assert_eq!(j.findings[0].verdict, Verdict::Warn);
+        let j = judged(Trust::Low, "script -c 'true | true' log");
+        assert_eq!(j.denial.unwrap().rule, "wrapper.shell.script");
+    }
+
+    #[test]
+    fn find_actions_are_off_with_the_find_pack() {
+        let j = judged_with(Trust::Medium, &["find"], "find / -exec rm -rf {} +");
+        assert!(j.findings.is_empty(), "{:?}", j.findings);
+        // ... but find's own guard still judges find.
+        let j = judged_with(Trust::Medium, &["find"], "find / -delete");
+        assert_eq!(j.findings[0].rule, "guard.fs.find-delete");
+    }
+
+    #[test]
+    fn the_number_of_commands_judged_is_bounded() {
+        // Each of 10 outside starting points gives a reading of the inner
+        // find, whose 10 give 10 readings of `true` each: 111 commands.
+        let starts: Vec<String> = (0..10).map(|i| format!("/d{i}")).collect();
+        let cmd = format!(
+            "find {0} -exec find {0} -exec true {{}} \\; \\;",
+            starts.join(" ")
+        );
+        let j = judged(Trust::Medium, &cmd);
+        let d = j.denial.expect("refused");
+        assert_eq!(d.rule, "wrapper.depth", "{d:?}");
+        assert!(d.reason.contains("more than 64 commands"), "{d:?}");
+        // The same starting point twice is read once.
+        let j = judged(Trust::Medium, "find / // /. -exec true {} +");
+        assert_eq!(j.levels.len(), 2, "{:?}", j.levels);
+    }
+
+    #[test]
+    fn each_find_action_is_a_level_of_its_own() {
+        let j = judged(
+            Trust::Medium,
+            "find src -exec true {} \\; -execdir git status \\;",
+        );
+        let chain: Vec<(usize, &str, usize)> = j
+            .levels
+            .iter()
+            .map(|l| (l.depth, l.command.as_str(), l.arg_index))
+            .collect();
+        assert_eq!(chain, [(0, "find", 0), (1, "true", 3), (1, "git", 7)]);
+        assert!(j.denial.is_none());
     }
 
     #[test]

@@ -335,7 +335,7 @@ mod tests {
     fn a_refused_word_is_located_in_the_line() {
         let p = Policy::embedded();
         let d = check(&p, &Request::line(r"find . -exec id \;")).unwrap_err();
-        assert_eq!((d.arg_index, d.offset), (Some(2), Some(7)), "{d:?}");
+        assert_eq!((d.arg_index, d.offset), (Some(3), Some(13)), "{d:?}");
         let d = check(&p, &Request::line("  nope x")).unwrap_err();
         assert_eq!((d.arg_index, d.offset), (Some(0), Some(2)));
     }

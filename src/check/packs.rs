@@ -69,6 +69,9 @@ impl Builtin {
         for r in &b.rules {
             r.validate_shape()?;
         }
+        for w in &b.wrappers {
+            w.validate()?;
+        }
         for (i, g) in b.grammars.iter().enumerate() {
             index(&g.commands, i, &mut b.grammar_by_name, &mut b.grammar_globs);
         }
@@ -96,9 +99,14 @@ impl Builtin {
         self.wrappers.iter().find(|w| w.applies_to(program))
     }
 
-    /// The names of all built-in packs.
+    /// The names of all built-in packs (of rules, and of wrappers that
+    /// belong to one: find's actions are in pack `find`).
     pub fn packs(&self) -> BTreeSet<&str> {
-        self.rules.iter().map(RuleSpec::pack).collect()
+        self.rules
+            .iter()
+            .map(RuleSpec::pack)
+            .chain(self.wrappers.iter().filter_map(|w| w.pack.as_deref()))
+            .collect()
     }
 }
 
@@ -152,8 +160,34 @@ mod tests {
             );
             ids.insert(r.id.as_str());
         }
-        for p in ["find", "git", "tar", "sort", "guard.fs", "guard.git"] {
+        for p in [
+            "find",
+            "git",
+            "tar",
+            "sort",
+            "guard.fs",
+            "guard.git",
+            "guard.sys",
+        ] {
             assert!(b.packs().contains(p), "{p}");
+        }
+        for w in &b.wrappers {
+            w.validate().unwrap_or_else(|e| panic!("{e}"));
+            // `[packs] off` knows the packs by their rules' ids.
+            if let Some(p) = &w.pack {
+                assert!(
+                    crate::policy::rules::builtin_rule_ids()
+                        .any(|id| crate::policy::rules::pack_of(id) == p),
+                    "wrapper pack {p} has no rule, so it cannot be switched off"
+                );
+            }
+            if let Some(re) = &w.no_command_word {
+                assert!(
+                    w.no_command_re().is_some(),
+                    "{:?}: bad regex {re}",
+                    w.commands
+                );
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! fires when every condition it states holds; its severity and the
 //! policy's `trust` decide deny or warn.
 
-use super::args::{Normalized, Opt, name_matches};
+use super::args::{Item, Normalized, Opt, name_matches};
 use crate::policy::Trust;
 use crate::policy::rules::OptName;
 pub use crate::policy::rules::{RuleSpec, Severity};
@@ -94,11 +94,20 @@ pub fn find_option<'n, 'a>(n: &'n Normalized<'a>, names: &[String]) -> Option<&'
     if names.is_empty() {
         return None;
     }
+    find_options(n, names).next()
+}
+
+/// Every option in `n` named by any of `names`, in order.
+pub fn find_options<'n, 'a>(
+    n: &'n Normalized<'a>,
+    names: &[String],
+) -> impl Iterator<Item = &'n Opt<'a>> {
     let names: Vec<OptName> = names
         .iter()
         .filter_map(|s| OptName::parse(s).ok())
         .collect();
-    n.options().find(|o| names.iter().any(|x| x.matches(o)))
+    n.options()
+        .filter(move |o| names.iter().any(|x| x.matches(o)))
 }
 
 /// A rule that fired, with what it saw.
@@ -151,8 +160,10 @@ impl RuleSpec {
             });
         }
         if !c.option.is_empty() {
+            let global = |o: &Opt| sub.is_none_or(|(_, si)| o.index < si);
             let o = n.options().find(|o| {
-                c.option.iter().any(|x| x.matches(o))
+                (!self.before_subcommand || global(o))
+                    && c.option.iter().any(|x| x.matches(o))
                     && match &c.value {
                         None => true,
                         Some(re) => o.value.is_some_and(|v| re.is_match(v) && !excepted(v)),
@@ -171,19 +182,38 @@ impl RuleSpec {
             }
         };
         if let Some(re) = &c.positional {
-            let (w, i) = n
-                .positionals()
-                .enumerate()
-                .filter(|(k, _)| self.positional_index.is_none_or(|want| want == *k))
-                .map(|(_, p)| p)
-                .find(|(w, _)| {
-                    let w = as_path(w);
-                    re.is_match(&w) && !excepted(&w)
-                })?;
-            hit = Some(Hit {
-                index: i,
-                seen: w.to_string(),
-            });
+            let want = match self.positional_index {
+                Some(k) if k < 0 => Some(self.placed(n).count() as i64 + k),
+                k => k,
+            };
+            let from = self.positional_from.unwrap_or(0);
+            let mut places = self.placed(n).enumerate().peekable();
+            let mut found = None;
+            while let Some((k, (w, i))) = places.next() {
+                if k < from || want.is_some_and(|x| x != k as i64) {
+                    continue;
+                }
+                let p = as_path(w);
+                if !re.is_match(&p) || excepted(&p) {
+                    continue;
+                }
+                let seen = match &c.then {
+                    None => w.to_string(),
+                    Some(t) => {
+                        let Some(&(_, (next, _))) = places.peek() else {
+                            continue;
+                        };
+                        let np = as_path(next);
+                        if !t.is_match(&np) || excepted(&np) {
+                            continue;
+                        }
+                        format!("{w} {next}")
+                    }
+                };
+                found = Some(Hit { index: i, seen });
+                break;
+            }
+            hit = Some(found?);
         }
         if let Some(re) = &c.positional_not {
             let (w, i) = n.positionals().find(|(w, _)| {
@@ -216,6 +246,26 @@ impl RuleSpec {
                 seen: words.first().unwrap_or(&"").to_string(),
             },
         }))
+    }
+
+    /// The positionals `positional` looks at: all of them, or the leading
+    /// run (`leading`).
+    fn placed<'n, 'a>(&self, n: &'n Normalized<'a>) -> impl Iterator<Item = (&'a str, usize)> + 'n {
+        let sub = n.subcommand.map(|s| s.1);
+        let leading = self.leading;
+        let (mut started, mut stopped) = (false, false);
+        n.items.iter().filter_map(move |item| match item {
+            _ if stopped => None,
+            Item::Pos(w, i) if Some(*i) != sub => {
+                started = true;
+                Some((*w, *i))
+            }
+            Item::Pos(..) => None,
+            _ => {
+                stopped = leading && started;
+                None
+            }
+        })
     }
 }
 
@@ -355,6 +405,70 @@ mod tests {
     }
 
     #[test]
+    fn positional_places_then_leading_and_global_options() {
+        let last = rule(
+            r#"id = "x.y.last"
+            commands = ["prog"]
+            positional = '^/'
+            positional_index = -1
+            reason = "r"
+            hint = "h""#,
+        );
+        assert_eq!(fires(&last, "prog /a b /c").map(|h| h.index), Some(3));
+        assert!(fires(&last, "prog /a b").is_none());
+        assert!(fires(&last, "prog").is_none());
+
+        let from = rule(
+            r#"id = "x.y.from"
+            commands = ["prog"]
+            positional = '^/'
+            positional_from = 1
+            reason = "r"
+            hint = "h""#,
+        );
+        assert!(fires(&from, "prog /script f").is_none());
+        assert_eq!(
+            fires(&from, "prog /script f /etc/x").map(|h| h.index),
+            Some(3)
+        );
+
+        let then = rule(
+            r#"id = "x.y.then"
+            commands = ["find"]
+            positional = '^-out$'
+            then = '@OUTSIDE@'
+            reason = "r"
+            hint = "h""#,
+        );
+        let hit = fires_builtin(&then, "find x -out /tmp/f").unwrap();
+        assert_eq!((hit.index, hit.seen.as_str()), (2, "-out /tmp/f"));
+        assert!(fires_builtin(&then, "find x -out f").is_none());
+        assert!(fires_builtin(&then, "find x -out").is_none());
+
+        let leading = rule(
+            r#"id = "x.y.leading"
+            commands = ["prog"]
+            positional = '^delete$'
+            leading = true
+            reason = "r"
+            hint = "h""#,
+        );
+        assert!(fires(&leading, "prog -v group delete --yes").is_some());
+        assert!(fires(&leading, "prog group show --name delete").is_none());
+
+        let global = rule(
+            r#"id = "x.y.global"
+            commands = ["git"]
+            option = ["--config-env"]
+            before_subcommand = true
+            reason = "r"
+            hint = "h""#,
+        );
+        assert!(fires_builtin(&global, "git --config-env=a=b log").is_some());
+        assert!(fires_builtin(&global, "git for-each-repo --config x fetch").is_none());
+    }
+
+    #[test]
     fn paths_are_compared_lexically() {
         for (p, want) in [
             ("/", "/"),
@@ -383,6 +497,9 @@ mod tests {
             r#"id = "a" commands = ["x"] value = "y" reason = "r" hint = "h""#,
             r#"id = "a" commands = ["x"] option = ["-exec"] reason = "r" hint = "h""#,
             r#"id = "a" commands = ["x"] positional = "(" reason = "r" hint = "h""#,
+            r#"id = "a" commands = ["x"] then = "x" reason = "r" hint = "h""#,
+            r#"id = "a" commands = ["x"] reason = "r" hint = "h" leading = true"#,
+            r#"id = "a" commands = ["x"] reason = "r" hint = "h" before_subcommand = true"#,
         ] {
             let text = bad.replace("\" ", "\"\n").replace("] ", "]\n");
             let r: RuleSpec = toml::from_str(&text).unwrap();

@@ -5,12 +5,19 @@
 //! end at the first positional), then judged as a command in its own right.
 
 use super::args::{Normalized, Opt, name_matches};
-use super::rules::{Severity, find_option};
+use super::rules::{Severity, find_option, find_options};
 use crate::lex;
+use regex::Regex;
 use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
 
 /// Wrappers nest at most this deep; a deeper command is refused.
 pub const MAX_DEPTH: usize = 5;
+
+/// At most this many commands are judged for one argv (find's actions,
+/// each read once per starting point outside, nest): more are refused, so
+/// a crafted line cannot make the judge's work grow without bound.
+pub const MAX_COMMANDS: usize = 64;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -27,11 +34,75 @@ pub struct WrapperSpec {
     pub shell: bool,
     /// With any of these options there is no inner command (`ionice -p`).
     pub no_command_with: Vec<String>,
+    /// Option words before the inner command that mean nothing is started
+    /// (`screen -ls`): a regex over the raw word.
+    pub no_command_word: Option<String>,
+    /// The built-in pack the wrapper belongs to: with that pack switched
+    /// off (`[packs] off`), the inner commands are left to the kernel layer.
+    pub pack: Option<String>,
+    /// Words that start an inner command ending at `;`, or at `+` right
+    /// after `{}` (find's `-exec`, `-execdir`, `-ok`, `-okdir`). `{}` is
+    /// replaced by each starting point outside the workspace, if any.
+    pub actions: Vec<String>,
+    /// Options whose value is a shell script the wrapper runs with
+    /// `sh -c` (`su -c`, `script -c`, `split --filter`).
+    pub script: Vec<String>,
+    /// The inner command is a shell script when its first word is one of
+    /// these: the next word is the script (`flock FILE -c SCRIPT`).
+    pub script_word: Vec<String>,
+    /// Only `script` options start a command; positionals are data
+    /// (`split`, `su USER`, `script FILE`).
+    pub script_only: bool,
+    /// The inner command's words are joined with spaces into a shell
+    /// script run with `sh -c` (`watch`) unless an `exec_with` option is given.
+    pub join: bool,
+    pub exec_with: Vec<String>,
+    /// Without an inner command the wrapper starts an interactive shell
+    /// (`su`, `screen`, `script`): refused as `wrapper.opaque`.
+    pub shell_without_command: bool,
+    /// Options that make what runs unreadable (`screen -X`, `su -s`).
+    pub opaque_with: Vec<String>,
+    /// What runs is never on the command line (`at`, `crontab FILE`,
+    /// `parallel`): refused as `wrapper.opaque` unless `no_command_with`.
+    pub opaque: bool,
+    /// Why the string layer cannot read it, and what to run instead.
+    pub opaque_reason: String,
+    pub opaque_hint: String,
+    #[serde(skip)]
+    no_command_re: OnceLock<Option<Regex>>,
 }
 
 impl WrapperSpec {
     pub fn applies_to(&self, program: &str) -> bool {
         self.commands.iter().any(|c| name_matches(c, program))
+    }
+
+    /// Checks the wrapper is well formed (packs load it once per process).
+    pub fn validate(&self) -> Result<(), String> {
+        let name = self.commands.first().map_or("?", String::as_str);
+        if self.commands.is_empty() {
+            return Err("wrapper: commands must name at least one program".into());
+        }
+        // no_command_word compiles on first use (a unit test compiles it):
+        // compiling at load would cost every process.
+        let opaque = self.opaque || self.shell_without_command || !self.opaque_with.is_empty();
+        if opaque && (self.opaque_reason.trim().is_empty() || self.opaque_hint.trim().is_empty()) {
+            return Err(format!(
+                "wrapper {name}: opaque_reason and opaque_hint are required when it can be opaque"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Compiles `no_command_word` (the packs' unit test calls it for each).
+    pub fn no_command_re(&self) -> Option<&Regex> {
+        self.no_command_re
+            .get_or_init(|| {
+                self.no_command_word
+                    .as_deref()
+                    .and_then(|p| Regex::new(p).ok())
+            })
+            .as_ref()
     }
 }
 
@@ -45,6 +116,8 @@ pub enum Inner {
     /// New words, each with the index of the word it came from: a shell
     /// script lexed, or the wrapper's argv with `env -S` split in place.
     Words(Vec<(String, usize)>),
+    /// Several commands (find's actions), each judged on its own.
+    Commands(Vec<Vec<(String, usize)>>),
     /// Something the string layer cannot or must not pass.
     Finding(Problem),
 }
@@ -118,20 +191,74 @@ const SHELL_BUILTINS: &[&str] = &[
 
 /// The inner command of wrapper `w` over `argv` read as `n`.
 pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -> Inner {
+    // First: an option that makes it unreadable outweighs one that would
+    // mean "nothing runs" (`at -l -b`: the last mode given wins).
+    if let Some(o) = find_option(n, &w.opaque_with) {
+        return opaque(w, argv, o.index);
+    }
     if find_option(n, &w.no_command_with).is_some() {
         return Inner::Nothing;
+    }
+    if let Some(re) = w.no_command_re() {
+        // Option words only: `screen -S -ls sh` names a session `-ls`.
+        let end = n.first_positional().map_or(argv.len(), |(_, i)| i);
+        if n.options()
+            .filter(|o| o.index < end)
+            .any(|o| re.is_match(argv[o.index]))
+        {
+            return Inner::Nothing;
+        }
+    }
+    if !w.actions.is_empty() {
+        return actions(w, argv);
+    }
+    if w.opaque {
+        return opaque(w, argv, 0);
     }
     if let Some(o) = find_option(n, &w.split) {
         return split(o, argv, max_bytes);
     }
+    if find_option(n, &w.script).is_some() {
+        // Each one is judged: the program may run the last one given.
+        let scripts: Vec<Vec<(String, usize)>> = find_options(n, &w.script)
+            .filter_map(|o| o.value.map(|v| shell_words(v, o.value_index)))
+            .collect();
+        return match scripts.is_empty() {
+            true => Inner::Nothing,
+            false => Inner::Commands(scripts),
+        };
+    }
     if w.shell {
         return shell(n, argv, max_bytes);
+    }
+    if w.script_only {
+        return match w.shell_without_command {
+            true => opaque(w, argv, 0),
+            false => Inner::Nothing,
+        };
+    }
+    if w.join && find_option(n, &w.exec_with).is_none() {
+        let mut words = n.positionals().skip(w.skip).peekable();
+        let Some(&(_, at)) = words.peek() else {
+            return Inner::Nothing;
+        };
+        let script: Vec<&str> = words.map(|(word, _)| word).collect();
+        return run_by_shell(&script.join(" "), at);
     }
     let mut positionals = n.positionals().skip(w.skip);
     loop {
         let Some((word, i)) = positionals.next() else {
-            return Inner::Nothing;
+            return match w.shell_without_command {
+                true => opaque(w, argv, 0),
+                false => Inner::Nothing,
+            };
         };
+        if w.script_word.iter().any(|s| s == word) {
+            return match positionals.next() {
+                Some((script, k)) => run_by_shell(script, k),
+                None => Inner::Nothing,
+            };
+        }
         if w.assignments && word == "-" {
             continue; // `env -`: -i
         }
@@ -150,6 +277,95 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
             continue;
         }
         return Inner::At(i);
+    }
+}
+
+/// `sh -c SCRIPT`, as the wrapper starts it: the shell must be allowed,
+/// and the script is judged as a shell's (`wrappers.toml`, `shell`).
+fn run_by_shell(script: &str, index: usize) -> Inner {
+    Inner::Words(shell_words(script, index))
+}
+
+fn shell_words(script: &str, index: usize) -> Vec<(String, usize)> {
+    vec![
+        ("sh".to_string(), index),
+        ("-c".to_string(), index),
+        (script.to_string(), index),
+    ]
+}
+
+/// What runs cannot be read from the command line.
+fn opaque(w: &WrapperSpec, argv: &[&str], index: usize) -> Inner {
+    let program = argv[0].rsplit('/').next().unwrap_or(argv[0]);
+    Inner::Finding(Problem {
+        rule: "wrapper.opaque",
+        severity: Severity::High,
+        reason: format!(
+            "`{program}` {}; the string layer cannot judge it",
+            w.opaque_reason
+        ),
+        hint: w.opaque_hint.clone(),
+        index,
+    })
+}
+
+/// find's actions: every `-exec CMD ... ;` (or `{} +`) is a command of its
+/// own. `{}` stands for the files found; when a starting point lies
+/// outside the workspace (absolute, or climbing with `..`), each command is
+/// judged once with `{}` as each such starting point, so `find / -exec rm
+/// -rf {} +` reads as `rm -rf /`. An unterminated action is judged too
+/// (find refuses it, but nothing is lost by looking).
+fn actions(w: &WrapperSpec, argv: &[&str]) -> Inner {
+    // Options before the starting points: -H -L -P, -D LIST, -O LEVEL.
+    let mut k = 1;
+    while let Some(word) = argv.get(k) {
+        match *word {
+            "-H" | "-L" | "-P" => k += 1,
+            "-D" => k += 2,
+            o if o.starts_with("-O") => k += 1,
+            _ => break,
+        }
+    }
+    let starts = argv
+        .iter()
+        .skip(k)
+        .take_while(|a| !(a.starts_with('-') || **a == "(" || **a == "!"));
+    let mut outside: Vec<&str> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for a in starts {
+        let p = super::rules::lexical_path(a);
+        if (p.starts_with('/') || p == ".." || p.starts_with("../")) && !seen.contains(&p) {
+            seen.push(p);
+            outside.push(a);
+        }
+    }
+    let mut commands = Vec::new();
+    let mut j = k;
+    while j < argv.len() {
+        if !w.actions.iter().any(|a| a == argv[j]) {
+            j += 1;
+            continue;
+        }
+        let from = j + 1;
+        let mut end = from;
+        while end < argv.len() && argv[end] != ";" && !(argv[end] == "+" && argv[end - 1] == "{}") {
+            end += 1;
+        }
+        if end > from {
+            let words = || (from..end).map(|i| (argv[i], i));
+            if outside.is_empty() {
+                commands.push(words().map(|(a, i)| (a.to_string(), i)).collect());
+            }
+            for start in &outside {
+                commands.push(words().map(|(a, i)| (a.replace("{}", start), i)).collect());
+            }
+        }
+        j = end + 1;
+    }
+    if commands.is_empty() {
+        Inner::Nothing
+    } else {
+        Inner::Commands(commands)
     }
 }
 

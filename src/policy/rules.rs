@@ -59,9 +59,25 @@ pub struct RuleSpec {
     /// A positional (after the subcommand) matching this regex.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub positional: Option<String>,
-    /// Only the positional at this place (0 = the first).
+    /// Only the positional at this place (0 = the first, -1 = the last).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub positional_index: Option<usize>,
+    pub positional_index: Option<i64>,
+    /// Only positionals at or after this place (`sed -i SCRIPT FILE...`:
+    /// 1 skips the script).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub positional_from: Option<usize>,
+    /// Only the leading positionals: those before the first option that
+    /// follows one (the command path of `az group delete --name x`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub leading: bool,
+    /// The positional right after the one `positional` matched must match
+    /// this regex too (`find -fprint FILE`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub then: Option<String>,
+    /// `option` counts only before the subcommand: the program's global
+    /// options (`git --config-env`), not a subcommand's own.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub before_subcommand: bool,
     /// Only when there are at least this many positionals.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_positionals: Option<usize>,
@@ -94,6 +110,7 @@ pub(crate) struct Compiled {
     pub(crate) value: Option<Regex>,
     pub(crate) positional: Option<Regex>,
     pub(crate) positional_not: Option<Regex>,
+    pub(crate) then: Option<Regex>,
     pub(crate) word: Option<Regex>,
     pub(crate) except: Option<Regex>,
     pub(crate) option: Vec<OptName>,
@@ -149,6 +166,7 @@ impl RuleSpec {
                     value: regex("value", &self.value)?,
                     positional: regex("positional", &self.positional)?,
                     positional_not: regex("positional_not", &self.positional_not)?,
+                    then: regex("then", &self.then)?,
                     word: regex("word", &self.word)?,
                     except: regex("except", &self.except)?,
                     option: names(&self.option)?,
@@ -188,8 +206,17 @@ impl RuleSpec {
         if self.value.is_some() && self.option.is_empty() {
             return Err(format!("rule {id:?}: value needs option"));
         }
-        if self.positional_index.is_some() && self.positional.is_none() {
-            return Err(format!("rule {id:?}: positional_index needs positional"));
+        let placed = self.positional_index.is_some()
+            || self.positional_from.is_some()
+            || self.leading
+            || self.then.is_some();
+        if placed && self.positional.is_none() {
+            return Err(format!(
+                "rule {id:?}: positional_index, positional_from, leading and then need positional"
+            ));
+        }
+        if self.before_subcommand && self.option.is_empty() {
+            return Err(format!("rule {id:?}: before_subcommand needs option"));
         }
         Ok(())
     }

@@ -37,11 +37,11 @@ fn run_json(p: Option<&TestPolicy>, ws: Option<&Path>, cmd: &str) -> (Value, Opt
 }
 
 #[test]
-fn default_policy_refuses_find_exec_with_rule_index_and_hint() {
+fn default_policy_judges_the_command_find_exec_would_run() {
     let ws = tempfile::tempdir().unwrap();
     // If find ran, -exec touch would leave a file (touch is not allowed by
     // the default policy, so the kernel would stop it too: the string layer
-    // must answer first, with the rule).
+    // must answer first, naming the inner command).
     let (r, code) = run_json(
         None,
         Some(ws.path()),
@@ -49,11 +49,14 @@ fn default_policy_refuses_find_exec_with_rule_index_and_hint() {
     );
     assert_eq!(code, Some(126), "{r}");
     assert_eq!(r["status"], "denied");
-    assert_eq!(r["denial"]["rule"], "args.find.exec");
-    assert_eq!(r["denial"]["argIndex"], 4);
-    assert_eq!(r["denial"]["offset"], 19, "the byte where `-exec` starts");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed");
+    assert_eq!(r["denial"]["argIndex"], 5);
+    assert_eq!(r["denial"]["offset"], 25, "the byte where `touch` starts");
     assert!(
-        r["denial"]["hint"].as_str().unwrap().contains("-print"),
+        r["denial"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("started by `find`"),
         "{r}"
     );
     assert!(!ws.path().join("made").exists());
@@ -62,10 +65,23 @@ fn default_policy_refuses_find_exec_with_rule_index_and_hint() {
     let out = agent(&["run", "find . -exec id \\;"]);
     assert_eq!(out.status.code(), Some(126));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("denied: args.find.exec"), "{err}");
-    assert!(err.contains("(argument 2, at byte 7)"), "{err}");
-    assert!(err.contains("hint: list the files"), "{err}");
+    assert!(err.contains("denied: command.not-allowed"), "{err}");
+    assert!(err.contains("(argument 3, at byte 13)"), "{err}");
+    assert!(
+        err.contains("hint: run one of the allowed programs"),
+        "{err}"
+    );
     assert!(out.stdout.is_empty());
+
+    // An allowed inner command runs: cat is in the default policy.
+    std::fs::write(ws.path().join("note.txt"), "NOTE-42\n").unwrap();
+    let (r, code) = run_json(
+        None,
+        Some(ws.path()),
+        "find . -name note.txt -exec cat {} +",
+    );
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["stdout"], "NOTE-42\n", "{r}");
 }
 
 #[test]
@@ -278,11 +294,11 @@ hint = "echo without --secret-mode"
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("local.echo.secret"), "{text}");
     assert!(
-        text.contains("args.sort.output") && !text.contains("args.find.exec"),
+        text.contains("args.sort.output") && !text.contains("args.find.write"),
         "{text}"
     );
     let out = agent(&["policy", "show", "--rules"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("args.find.exec"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("args.find.write"));
 }
 
 #[test]

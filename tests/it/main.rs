@@ -9,6 +9,7 @@ mod common;
 mod agree;
 mod args;
 mod args_corpus;
+mod args_precision;
 mod cgroup;
 mod confine;
 mod container;
