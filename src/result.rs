@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 pub const SCHEMA: &str = "agent-rsh.run/1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Status {
     Exited,
@@ -28,9 +28,10 @@ pub mod code {
     pub const NOT_FOUND: i32 = 127;
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
+    #[schemars(extend("const" = SCHEMA))]
     pub schema: &'static str,
     pub status: Status,
     pub command: String,
@@ -42,14 +43,19 @@ pub struct RunResult {
     pub duration_ms: u64,
     pub stdout: String,
     pub stderr: String,
+    /// `utf-8-lossy` when invalid UTF-8 was replaced, `base64` on request.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["utf-8-lossy", "base64"]))]
     pub stdout_encoding: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["utf-8-lossy", "base64"]))]
     pub stderr_encoding: Option<&'static str>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub truncated: bool,
     pub warnings: Vec<String>,
+    /// What the kernel enforced for this run.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub confinement: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub denial: Option<Denial>,

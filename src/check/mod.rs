@@ -72,7 +72,7 @@ pub enum DenialKind {
 }
 
 /// A refusal with everything a caller needs to correct the command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Denial {
     #[serde(skip)]

@@ -102,13 +102,15 @@ impl JobsPolicy {
 
 /// A failed job call: what went wrong, agent-rsh's exit code, and for a
 /// command that was refused or could not start, its RunResult.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobError {
     #[serde(skip)]
     pub code: i32,
     pub error: String,
+    /// The RunResult of a command that was refused or could not start.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<RunResult>")]
     pub result: Option<serde_json::Value>,
     /// The id names no job (malformed, never spawned, or removed by gc),
     /// so a face can say where ids come from.
@@ -155,7 +157,9 @@ impl JobError {
 type JobResult<T> = Result<T, JobError>;
 
 /// Which stored stream to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum StreamSel {
     Stdout,
@@ -176,7 +180,7 @@ impl StreamSel {
 }
 
 /// What a job is doing, or how it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum State {
     Running,
@@ -234,7 +238,7 @@ struct Final {
 }
 
 /// `spawn`'s answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Spawned {
     pub id: String,
@@ -277,7 +281,7 @@ impl SpawnRequest {
 }
 
 /// `status`'s answer (also one row of `list`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobStatus {
     pub id: String,
@@ -812,12 +816,13 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 64 * 1024;
 pub const MAX_OUTPUT_LIMIT: usize = 16 << 20;
 
 /// `output`'s answer: a contiguous piece of a stream.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputChunk {
     pub id: String,
     pub content: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["base64", "utf-8-lossy"]))]
     pub encoding: Option<&'static str>,
     pub stream: StreamSel,
     /// Stream offset of `content`'s first byte: the requested offset, or
@@ -956,7 +961,7 @@ pub fn grep(policy: &Policy, id: &str, q: &GrepQuery) -> JobResult<GrepResult> {
 // ---- send, kill, wait ----
 
 /// `send`'s answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Sent {
     pub id: String,

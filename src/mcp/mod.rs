@@ -10,10 +10,10 @@
 //! it is in progress; each tool call runs on its own thread; stdout writes
 //! are serialized by `jsonrpc::Output`.
 
-mod job_tools;
 mod jsonrpc;
+mod progress;
 mod protocol;
-mod run_tool;
+mod render;
 mod tools;
 
 use crate::policy::Policy;
@@ -36,6 +36,11 @@ pub struct McpPolicy {
     /// tail kept, the elision stated); `structuredContent` has the full
     /// capture up to `output.cap_bytes`.
     pub text_bytes: usize,
+    /// Deadline of a `run` call that gives no `timeoutMs` (at most
+    /// `limits.timeout_ms`): below the 60 s request timeout of common
+    /// clients, so the timeout result reaches the model; longer work goes
+    /// to `spawn`.
+    pub timeout_ms: u64,
 }
 
 impl Default for McpPolicy {
@@ -44,6 +49,7 @@ impl Default for McpPolicy {
             wrap_output: false,
             max_concurrent_calls: 8,
             text_bytes: 16 * 1024,
+            timeout_ms: 50_000,
         }
     }
 }
@@ -55,6 +61,9 @@ impl McpPolicy {
         }
         if self.text_bytes < 64 {
             return Err("mcp.text_bytes must be at least 64".into());
+        }
+        if self.timeout_ms == 0 {
+            return Err("mcp.timeout_ms must be at least 1".into());
         }
         Ok(())
     }
@@ -69,6 +78,10 @@ pub struct McpArgs {
     /// instead of a fresh workspace per call.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// Put PREFIX before every tool name (e.g. `rsh_` gives `rsh_run`),
+    /// so they do not collide with another server's tools.
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    tool_prefix: String,
 }
 
 /// Runs the server until stdin closes; returns the process exit code.
@@ -92,5 +105,25 @@ pub fn main(a: McpArgs) -> i32 {
         );
         return crate::result::code::FAILED;
     }
-    protocol::serve(policy, a.workspace)
+    if let Err(e) = check_prefix(&a.tool_prefix) {
+        eprintln!("agent-rsh mcp: --tool-prefix {:?}: {e}", a.tool_prefix);
+        return crate::result::code::USAGE;
+    }
+    protocol::serve(policy, a.workspace, a.tool_prefix)
+}
+
+/// MCP tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`.
+fn check_prefix(p: &str) -> Result<(), String> {
+    if let Some(c) = p
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(format!(
+            "{c:?} cannot appear in a tool name; use letters, digits, '_', '-' or '.'"
+        ));
+    }
+    if p.len() > 64 {
+        return Err("longer than 64 characters".into());
+    }
+    Ok(())
 }
