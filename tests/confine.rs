@@ -3,6 +3,8 @@
 //! same command does work when the policy allows it, so a refusal is the
 //! kernel's doing and not a broken test.
 
+mod common;
+
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -89,8 +91,12 @@ fn landlock_abi() -> u64 {
 
 macro_rules! need_landlock {
     () => {
-        if landlock_abi() == 0 {
-            eprintln!("skipped: this kernel has no Landlock (see `agent-rsh doctor`)");
+        if landlock_abi() == 0
+            && !common::unavailable(
+                "confine",
+                "this kernel has no Landlock (see `agent-rsh doctor`)",
+            )
+        {
             return;
         }
     };
@@ -147,8 +153,7 @@ fn awk_system_is_refused_by_the_kernel() {
 #[test]
 fn git_fsmonitor_is_refused_by_the_kernel() {
     need_landlock!();
-    if Command::new("git").arg("--version").output().is_err() {
-        eprintln!("skipped: git is not installed");
+    if !common::ready("git_fsmonitor_is_refused_by_the_kernel", false, &["git"]) {
         return;
     }
     let ws = workspace();
@@ -176,7 +181,10 @@ fn loader() -> Option<&'static str> {
 fn the_loader_cannot_map_a_shell() {
     need_landlock!();
     let Some(ld) = loader() else {
-        eprintln!("skipped: no known ELF loader path on this architecture");
+        common::unavailable(
+            "the_loader_cannot_map_a_shell",
+            "no known ELF loader path on this architecture",
+        );
         return;
     };
     let ws = workspace();
@@ -357,8 +365,11 @@ fn fork_bomb_ends_at_the_deadline_with_nothing_left() {
     // the kind of user the process limit is for.
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if root && Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: running as root without setpriv to drop to nobody");
+    if !common::ready(
+        "fork_bomb_ends_at_the_deadline_with_nothing_left",
+        false,
+        &["setpriv", "pgrep"],
+    ) {
         return;
     }
     let p = bash_policy(

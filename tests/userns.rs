@@ -6,6 +6,8 @@
 //! limit, the tree kill. Needs root (to create the account); skips with a
 //! printed reason otherwise.
 
+mod common;
+
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -27,11 +29,6 @@ fn unique(prefix: &str) -> String {
         std::process::id(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     )
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Runs an account tool, retrying while another one holds /etc's locks.
@@ -149,11 +146,11 @@ allow = ["bash", "cat", "unshare", "id", "touch", "sleep", "echo"]
 "#;
 
 fn skip() -> bool {
-    if !root() {
-        eprintln!("skipped: needs root to create a throwaway account");
-        return true;
-    }
-    false
+    !common::ready(
+        "userns",
+        true,
+        &["useradd", "userdel", "setpriv", "unshare", "pkill", "id"],
+    )
 }
 
 fn status_field<'a>(status: &'a str, key: &str) -> &'a str {

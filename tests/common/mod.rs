@@ -114,3 +114,38 @@ pub fn typescript_clients() -> Result<PathBuf, String> {
     std::fs::write(&stamp, manifest).unwrap();
     Ok(dir)
 }
+
+/// Whether `program` is an executable on PATH.
+pub fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+pub fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// True when the test can run: root (when `needs_root`) and every program
+/// on PATH. Otherwise the test is skipped, or fails under CI.
+pub fn ready(test: &str, needs_root: bool, programs: &[&str]) -> bool {
+    if needs_root && !root() {
+        return unavailable(test, "needs root (it creates throwaway accounts)");
+    }
+    let missing: Vec<&str> = programs.iter().copied().filter(|p| !on_path(p)).collect();
+    if !missing.is_empty() {
+        return unavailable(
+            test,
+            &format!(
+                "needs {} on PATH (Debian packages: tmux, procps, passwd, util-linux, git)",
+                missing.join(", ")
+            ),
+        );
+    }
+    true
+}
