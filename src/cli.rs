@@ -5,8 +5,7 @@ use crate::engine::{self, RunOptions};
 use crate::exec::Sink;
 use crate::plan::StdinMode;
 use crate::policy::{self, Policy, PolicyError};
-use crate::result::{Chunk, Encoding, Event, RunResult, Status, Stream, Utf8Chunker, code};
-use base64::Engine as _;
+use crate::result::{Encoding, Event, RunResult, Status, Stream, code};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -108,6 +107,16 @@ struct RunArgs {
     /// Encode captured output and output events as base64.
     #[arg(long)]
     base64: bool,
+    /// Output kept in the JSON result, both streams together: head and
+    /// tail at line boundaries, the middle elided and counted (at most
+    /// output.cap_bytes per stream are captured).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::result::DEFAULT_MAX_OUTPUT as u64,
+          value_parser = clap::value_parser!(u64).range(256..))]
+    max_output: u64,
+    /// The whole confinement report in the JSON result (paths, rules),
+    /// not its summary.
+    #[arg(long)]
+    verbose: bool,
     #[command(flatten)]
     command: CommandArgs,
 }
@@ -262,9 +271,12 @@ fn cmd_run(a: RunArgs) -> i32 {
         workspace: a.workspace.clone(),
         keep: a.keep,
         cancel: None,
+        max_output: Some(usize::try_from(a.max_output).unwrap_or(usize::MAX)),
+        verbose: a.verbose,
     };
     let r = if a.events {
-        let mut sink = EventSink::new(&req, encoding);
+        let strip = policy.output.strip_ansi && !a.color;
+        let mut sink = EventSink::new(&req, encoding, strip);
         let r = engine::execute(&policy, &req, &opts, &mut sink);
         sink.finish();
         r
@@ -496,20 +508,19 @@ impl Sink for NullSink {
 }
 
 /// JSON lines: `start`, `output`, and (printed by the caller) `exit`.
+/// Each chunk's lines are written with one write.
 struct EventSink {
     command: String,
-    encoding: Encoding,
-    chunkers: [Utf8Chunker; 2],
-    scratch: Vec<u8>,
+    encoder: crate::result::EventEncoder,
+    line: Vec<u8>,
 }
 
 impl EventSink {
-    fn new(req: &Request, encoding: Encoding) -> EventSink {
+    fn new(req: &Request, encoding: Encoding, strip: bool) -> EventSink {
         EventSink {
             command: req.display(),
-            encoding,
-            chunkers: Default::default(),
-            scratch: Vec::new(),
+            encoder: crate::result::EventEncoder::new(encoding, strip),
+            line: Vec::new(),
         }
     }
 
@@ -520,21 +531,17 @@ impl EventSink {
         let _ = out.flush();
     }
 
-    fn binary(stream: Stream, data: &[u8]) {
-        EventSink::emit(&Event::Output {
-            stream,
-            data: None,
-            data_b64: Some(base64::engine::general_purpose::STANDARD.encode(data)),
-        });
+    fn write_lines(&mut self) {
+        if !self.line.is_empty() {
+            let _ = write_all_fd(1, &self.line);
+            self.line.clear();
+        }
     }
 
     /// Flushes incomplete UTF-8 left at the end of each stream.
     fn finish(&mut self) {
-        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
-            if let Some(rest) = self.chunkers[i].finish() {
-                EventSink::binary(stream, &rest);
-            }
-        }
+        self.encoder.finish(&mut self.line);
+        self.write_lines();
     }
 }
 
@@ -549,18 +556,7 @@ impl Sink for EventSink {
     }
 
     fn output(&mut self, stream: Stream, data: &[u8]) {
-        if self.encoding == Encoding::Base64 {
-            return EventSink::binary(stream, data);
-        }
-        let i = usize::from(stream == Stream::Stderr);
-        match self.chunkers[i].feed(data, &mut self.scratch) {
-            Some(Chunk::Text(t)) => EventSink::emit(&Event::Output {
-                stream,
-                data: Some(t),
-                data_b64: None,
-            }),
-            Some(Chunk::Binary(b)) => EventSink::binary(stream, b),
-            None => {}
-        }
+        self.encoder.output(stream, data, &mut self.line);
+        self.write_lines();
     }
 }

@@ -27,6 +27,11 @@ pub struct RunOptions {
     /// An fd the caller owns; readable means "stop this run" (MCP
     /// cancellation, job kill). The run ends as `interrupted` by SIGTERM.
     pub cancel: Option<std::os::fd::RawFd>,
+    /// Output shown in the RunResult, both streams together (head and
+    /// tail at line boundaries); None: all that was captured.
+    pub max_output: Option<usize>,
+    /// The whole confinement report (paths, rules) instead of its summary.
+    pub verbose: bool,
 }
 
 impl Default for RunOptions {
@@ -38,6 +43,8 @@ impl Default for RunOptions {
             workspace: None,
             keep: false,
             cancel: None,
+            max_output: Some(crate::result::DEFAULT_MAX_OUTPUT),
+            verbose: false,
         }
     }
 }
@@ -89,7 +96,13 @@ pub fn execute(
     r.cwd = Some(cwd.display().to_string());
     r.warnings = plan.warnings.clone();
     r.warnings.extend_from_slice(confinement.warnings());
-    r.confinement = serde_json::to_value(confinement.report()).ok();
+    r.confinement = serde_json::to_value(confinement.report()).ok().map(|v| {
+        if opts.verbose {
+            v
+        } else {
+            crate::result::confinement_summary(v)
+        }
+    });
     if opts.keep || opts.workspace.is_some() {
         r.workspace = Some(ws.keep().display().to_string());
     }
@@ -106,11 +119,17 @@ pub fn execute(
     r.timed_out = o.timed_out;
     r.duration_ms = o.duration.as_millis() as u64;
     let strip = plan.strip_ansi && !opts.color;
-    (r.stdout, r.stdout_encoding) = o.stdout.render(opts.encoding, strip);
-    (r.stderr, r.stderr_encoding) = o.stderr.render(opts.encoding, strip);
+    let limit = opts.max_output.unwrap_or(usize::MAX);
+    let (out_share, err_share) = crate::result::shares(limit, o.stdout.held(), o.stderr.held());
+    (r.stdout, r.stdout_encoding) = o.stdout.render_limited(opts.encoding, strip, out_share);
+    (r.stderr, r.stderr_encoding) = o.stderr.render_limited(opts.encoding, strip, err_share);
     r.stdout_bytes = o.stdout.total();
     r.stderr_bytes = o.stderr.total();
-    r.truncated = opts.capture && (o.stdout.truncated() || o.stderr.truncated());
+    r.truncated = opts.capture
+        && (o.stdout.truncated()
+            || o.stderr.truncated()
+            || o.stdout.held() > out_share
+            || o.stderr.held() > err_share);
     r.warnings.extend(o.warnings);
     if let Some((stage, errno)) = o.exec_error {
         explain_exec_error(&mut r, stage, errno);

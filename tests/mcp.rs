@@ -1170,3 +1170,60 @@ timeout_ms = 300
     );
     assert_eq!(r["result"]["structuredContent"]["status"], "exited", "{r}");
 }
+
+#[test]
+fn structured_content_is_capped_like_the_text() {
+    // 6 MB of numbered lines.
+    let big = "bash -c 'for i in $(seq 100000 599999); do echo \"line $i\"; done'";
+    let p = policy("[commands]\nallow = [\"bash\", \"seq\"]\n");
+    let mut s = Server::start(Some(&p));
+    let r = s.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": big}}),
+    );
+    let res = &r["result"];
+    let sc = &res["structuredContent"];
+    let stdout = sc["stdout"].as_str().unwrap();
+    assert_eq!(sc["stdoutBytes"], 6_000_000);
+    assert_eq!(sc["truncated"], true);
+    // The default: 32 KiB in all, whole lines, the elision stated.
+    assert!(stdout.len() <= 33 * 1024, "{}", stdout.len());
+    assert!(stdout.starts_with("line 100000\n") && stdout.ends_with("line 599999\n"));
+    assert!(stdout.contains(" bytes elided]\n"));
+    // The text shows what structuredContent has, no more.
+    let text = res["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(stdout),
+        "the text differs from structuredContent"
+    );
+    assert!(r.to_string().len() < 80 * 1024, "{}", r.to_string().len());
+    // The confinement block is a summary.
+    assert!(sc["confinement"]["landlock"].get("read").is_none());
+
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": big, "maxOutputBytes": 400}}),
+    );
+    let stdout = r["result"]["structuredContent"]["stdout"].as_str().unwrap();
+    let marker = stdout
+        .lines()
+        .find(|l| l.starts_with("[agent-rsh:"))
+        .unwrap();
+    assert!(stdout.len() - marker.len() - 1 <= 400, "{stdout}");
+    assert!(
+        stdout.lines().all(|l| l.len() == 11 || l == marker),
+        "{stdout}"
+    );
+    let r = s.call(
+        json!(3),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "bash -c true", "maxOutputBytes": 10}}),
+    );
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("maxOutputBytes must be at least 256"),
+        "{text}"
+    );
+}

@@ -690,3 +690,112 @@ fn command_starts_with_default_sigpipe() {
     assert_eq!(r["stdout"], "y\n141\n");
     assert_eq!(r["stderr"], "");
 }
+
+#[test]
+fn max_output_keeps_head_and_tail_at_line_boundaries_for_both_streams() {
+    // 3000 numbered lines on stdout (30 KB), 10 on stderr.
+    let cmd = "bash -c 'for i in $(seq 1000 3999); do echo \"line $i\"; done; \
+               for i in 1 2 3 4 5 6 7 8 9 10; do echo \"err $i\" >&2; done'";
+    let p2 = policy("[commands]\nallow = [\"bash\", \"seq\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--max-output", "1000", "--policy"])
+        .arg(&p2.path)
+        .arg(cmd)
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    let stdout = r["stdout"].as_str().unwrap();
+    let stderr = r["stderr"].as_str().unwrap();
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["stdoutBytes"], 30_000);
+    // stderr is small: whole; stdout gets the rest of the budget.
+    assert_eq!(stderr.lines().count(), 10, "{stderr}");
+    assert!(stdout.starts_with("line 1000\nline 1001\n"), "{stdout}");
+    assert!(stdout.ends_with("line 3998\nline 3999\n"), "{stdout}");
+    for l in stdout.lines() {
+        assert!(
+            (l.starts_with("line ") && l.len() == 9) || l.starts_with("[agent-rsh: "),
+            "a line was cut: {l:?}"
+        );
+    }
+    let marker = stdout
+        .lines()
+        .find(|l| l.starts_with("[agent-rsh: "))
+        .unwrap();
+    assert!(marker.ends_with(" bytes elided]"), "{marker}");
+    let shown = stdout.len() - marker.len() - 1 + stderr.len();
+    assert!(shown <= 1000, "{shown}");
+
+    // The default suits a model's context: 32 KiB in all.
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p2.path)
+        .arg("bash -c 'for i in $(seq 1 20000); do echo \"line $i\"; done'")
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    assert!(r["stdout"].as_str().unwrap().len() <= 33 * 1024);
+    assert!(r["stdoutBytes"].as_u64().unwrap() > 150_000);
+    agent()
+        .args(["run", "--json", "--max-output", "10", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--max-output"));
+}
+
+#[test]
+fn the_confinement_report_is_a_summary_unless_verbose() {
+    let p = shell_policy();
+    let run = |extra: &[&str]| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .args(extra)
+            .arg("true")
+            .assert()
+            .success();
+        json(&out.get_output().stdout)["confinement"].clone()
+    };
+    let short = run(&[]);
+    let long = run(&["--verbose"]);
+    assert_eq!(short["mode"], long["mode"]);
+    assert_eq!(short["landlock"]["enforced"], long["landlock"]["enforced"]);
+    assert!(short["landlock"].get("read").is_none(), "{short}");
+    assert!(long["landlock"]["read"].is_array(), "{long}");
+    assert!(short["detail"].as_str().unwrap().contains("--verbose"));
+    assert!(short.to_string().len() * 2 < long.to_string().len());
+}
+
+#[test]
+fn events_strip_ansi_as_json_does_and_carry_binary_as_base64() {
+    let p = shell_policy();
+    let lines = |args: &[&str], cmd: &str| -> Vec<Value> {
+        let out = agent()
+            .args(["run", "--events", "--policy"])
+            .arg(&p.path)
+            .args(args)
+            .arg(cmd)
+            .assert()
+            .success();
+        String::from_utf8_lossy(&out.get_output().stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &Value| v["type"] == "output")
+            .collect()
+    };
+    let cmd = r#"bash -c 'printf "\033[1;31mred"; sleep 0.2; printf "\033[0m done\n"'"#;
+    let text: String = lines(&[], cmd)
+        .iter()
+        .map(|v| v["data"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, "red done\n");
+    let colored: String = lines(&["--color"], cmd)
+        .iter()
+        .map(|v| v["data"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(colored, "\u{1b}[1;31mred\u{1b}[0m done\n");
+    // NUL bytes are valid UTF-8 but go out as base64, not \u0000 escapes.
+    let bin = lines(&[], r#"bash -c 'printf "a\0b"'"#);
+    assert_eq!(bin.len(), 1);
+    assert_eq!(bin[0]["data_b64"], "YQBi", "{bin:?}");
+}

@@ -87,11 +87,13 @@ pub fn render_text(r: &RunResult, mcp: &McpPolicy, nonce: &str) -> String {
             continue;
         }
         let _ = write!(t, "\n--- {name} ({bytes} bytes) ---\n");
-        let shown = clip(text, mcp.text_bytes);
+        // The RunResult's streams are already cut to maxOutputBytes at
+        // line boundaries, with the elision stated: the text shows them as
+        // structuredContent has them.
         if mcp.wrap_output {
-            push_untrusted(&mut t, nonce, name, &shown);
+            push_untrusted(&mut t, nonce, name, text);
         } else {
-            t.push_str(&shown);
+            t.push_str(text);
         }
     }
     t
@@ -115,28 +117,6 @@ pub fn push_untrusted(t: &mut String, nonce: &str, stream: &str, text: &str) {
     let _ = write!(t, "</untrusted-output-{nonce}>");
 }
 
-/// At most `max` bytes of `s`: the head and the tail, with the elided
-/// middle stated, cut at character boundaries.
-fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut head = max / 2;
-    while !s.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail = s.len() - (max - max / 2);
-    while !s.is_char_boundary(tail) {
-        tail += 1;
-    }
-    format!(
-        "{}\n[agent-rsh: {} bytes elided here; structuredContent has more]\n{}",
-        &s[..head],
-        tail - head,
-        &s[tail..]
-    )
-}
-
 /// A random tag suffix, so output cannot close the boundary it sits in.
 pub fn nonce() -> String {
     let mut b = [0u8; 12];
@@ -157,19 +137,6 @@ pub fn nonce() -> String {
 mod tests {
     use super::*;
     use crate::check::Denial;
-
-    #[test]
-    fn clip_keeps_head_and_tail_and_states_the_elision() {
-        assert_eq!(clip("short", 64), "short");
-        let s = format!("{}{}", "a".repeat(100), "b".repeat(100));
-        let c = clip(&s, 64);
-        assert!(c.starts_with(&"a".repeat(32)));
-        assert!(c.ends_with(&"b".repeat(32)));
-        assert!(c.contains("136 bytes elided"), "{c}");
-        // Never splits a character.
-        let e = "é".repeat(100);
-        assert!(clip(&e, 65).is_char_boundary(0));
-    }
 
     #[test]
     fn denial_text_names_rule_reason_and_hint() {

@@ -52,6 +52,12 @@ pub struct RunArgs {
     /// Text given to the command on standard input, then end of file
     /// (default: none).
     stdin: Option<String>,
+    /// Output returned, stdout and stderr together (default: the policy's
+    /// mcp.text_bytes): the head and the tail at line boundaries, the
+    /// elided middle stated. More needs a larger value (output beyond
+    /// output.cap_bytes per stream is never kept).
+    #[schemars(range(min = 256))]
+    max_output_bytes: Option<usize>,
 }
 
 fn description(ctx: &Context) -> String {
@@ -118,6 +124,10 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
         return Err("invalid arguments: timeoutMs must be at least 1 (or omit it)".into());
     }
     let env = env_pairs(&a.env)?;
+    if a.max_output_bytes.is_some_and(|n| n < 256) {
+        return Err("invalid arguments: maxOutputBytes must be at least 256 (or omit it)".into());
+    }
+    let max_output = a.max_output_bytes.unwrap_or(ctx.policy.mcp.text_bytes);
     let req = Request {
         command: CommandInput::Line(a.command),
         cwd: a.cwd,
@@ -147,6 +157,8 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
             workspace,
             keep: false,
             cancel: Some(call.cancel),
+            max_output: Some(max_output),
+            verbose: false,
         };
         let mut sink = ProgressSink::start(call.progress.clone(), policy.output.strip_ansi);
         let r = engine::execute(&policy, &req, &opts, &mut sink);
