@@ -8,9 +8,25 @@ use crate::check::{self, Denial, Request};
 use crate::confine::{Confinement, Stage};
 use crate::exec::{self, Sink};
 use crate::policy::Policy;
+use crate::result::Stream;
 use crate::result::{Encoding, RunResult, Status};
 use crate::workspace::Workspace;
 use std::path::PathBuf;
+
+/// Live text: the command's bytes to our stdout and stderr as they arrive
+/// (`run` in text mode, `-c` and the interactive shell).
+pub struct TextSink;
+
+impl Sink for TextSink {
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        // A closed stdout (e.g. `| head`) must not stop the pump: the run
+        // goes on and its output is dropped.
+        let _ = match stream {
+            Stream::Stdout => crate::sys::write_all(std::io::stdout(), data),
+            Stream::Stderr => crate::sys::write_all(std::io::stderr(), data),
+        };
+    }
+}
 
 /// How a face wants the run carried out, beyond the request itself.
 #[derive(Debug, Clone)]
@@ -58,13 +74,10 @@ pub fn execute(
     sink: &mut dyn Sink,
 ) -> RunResult {
     let command = req.display();
-    let plan = match check::check(policy, req) {
+    let plan = match check::admit(policy, req, opts.workspace.as_deref()) {
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };
-    if let Err(d) = check::reach::loaded_policy_out_of_reach(policy, opts.workspace.as_deref()) {
-        return RunResult::denied(command, d);
-    }
     let ws = match &opts.workspace {
         Some(dir) => Workspace::persistent(dir),
         None => Workspace::fresh(policy.workspace.parent.as_deref()),
@@ -77,10 +90,11 @@ pub fn execute(
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
     };
-    let mut confinement = match Confinement::prepare(policy, &plan, ws.root()) {
-        Ok(c) => c,
-        Err(e) => return RunResult::failed(command, e),
-    };
+    let mut confinement =
+        match Confinement::prepare(policy, &plan, ws.root(), ws.is_fresh() && !opts.keep) {
+            Ok(c) => c,
+            Err(e) => return RunResult::failed(command, e),
+        };
     let envp = plan.envp(ws.root());
     let outcome = exec::run(
         &plan,

@@ -16,65 +16,15 @@ mod protocol;
 mod render;
 mod tools;
 
+use crate::cli::{CliError, CliResult, exit_code};
+pub use crate::policy::McpPolicy;
 use crate::policy::Policy;
+use crate::result::code;
 use clap::Args;
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
-/// The `[mcp]` section of the policy.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct McpPolicy {
-    /// Wrap command output in the tool result's text in an explicit
-    /// untrusted-data boundary (a tag with a random nonce per call), so a
-    /// model can tell the command's words from the server's.
-    pub wrap_output: bool,
-    /// Tool calls that may be in progress at once; further calls are
-    /// answered at once with an error result.
-    pub max_concurrent_calls: usize,
-    /// Output in a `run` result, stdout and stderr together, in the text
-    /// and in `structuredContent` alike (head and tail at line boundaries,
-    /// the elision stated), unless the call gives `maxOutputBytes`; also
-    /// the default page of the `output` tool.
-    pub text_bytes: usize,
-    /// Deadline of a `run` call that gives no `timeoutMs` (at most
-    /// `limits.timeout_ms`): below the 60 s request timeout of common
-    /// clients, so the timeout result reaches the model; longer work goes
-    /// to `spawn`.
-    pub timeout_ms: u64,
-}
-
-impl Default for McpPolicy {
-    fn default() -> Self {
-        McpPolicy {
-            wrap_output: false,
-            max_concurrent_calls: 8,
-            text_bytes: crate::result::DEFAULT_MAX_OUTPUT,
-            timeout_ms: 50_000,
-        }
-    }
-}
-
-impl McpPolicy {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_concurrent_calls == 0 {
-            return Err("mcp.max_concurrent_calls must be at least 1".into());
-        }
-        if self.text_bytes < 256 {
-            return Err("mcp.text_bytes must be at least 256".into());
-        }
-        if self.timeout_ms == 0 {
-            return Err("mcp.timeout_ms must be at least 1".into());
-        }
-        Ok(())
-    }
-}
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct McpArgs {
-    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
     /// Run every call in this existing directory (kept between calls)
     /// instead of a fresh workspace per call.
     #[arg(long, value_name = "DIR")]
@@ -86,31 +36,30 @@ pub struct McpArgs {
 }
 
 /// Runs the server until stdin closes; returns the process exit code.
-pub fn main(a: McpArgs) -> i32 {
-    let policy = match Policy::locate(a.policy.as_deref()) {
-        Ok((p, _)) => p,
-        Err(e) => {
-            eprintln!("agent-rsh mcp: {e}");
-            eprintln!(
-                "agent-rsh mcp: not serving; fix the policy (`agent-rsh policy check FILE` validates it)"
-            );
-            return crate::result::code::FAILED;
-        }
-    };
+pub fn main(policy: Option<&Path>, a: McpArgs) -> CliResult {
+    let (policy, _) = Policy::locate(policy).map_err(|e| CliError::policy(&e, "not serving"))?;
     if let Some(dir) = &a.workspace
         && !dir.is_dir()
     {
-        eprintln!(
-            "agent-rsh mcp: --workspace {}: not a directory; create it or omit the flag",
-            dir.display()
-        );
-        return crate::result::code::FAILED;
+        return Err(CliError::new(
+            code::FAILED,
+            format!(
+                "mcp --workspace {}: not a directory; create it or omit the flag",
+                dir.display()
+            ),
+        ));
     }
     if let Err(e) = check_prefix(&a.tool_prefix) {
-        eprintln!("agent-rsh mcp: --tool-prefix {:?}: {e}", a.tool_prefix);
-        return crate::result::code::USAGE;
+        return Err(CliError::new(
+            code::USAGE,
+            format!("mcp --tool-prefix {:?}: {e}", a.tool_prefix),
+        ));
     }
-    protocol::serve(policy, a.workspace, a.tool_prefix)
+    Ok(exit_code(protocol::serve(
+        policy,
+        a.workspace,
+        a.tool_prefix,
+    )))
 }
 
 /// MCP tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`.

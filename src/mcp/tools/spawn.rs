@@ -3,7 +3,7 @@
 use super::jobs::{answer, enabled, failure};
 use super::run::{allowed_programs, env_pairs};
 use super::{Annotations, CallEnv, Context, Tool, Work, parse_args};
-use crate::check::CommandInput;
+use crate::check::Request;
 use crate::jobs::{self, JobError, SpawnRequest, Spawned};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -84,10 +84,12 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
         return Err("invalid arguments: timeoutMs must be at least 1 (or omit it)".into());
     }
     let req = SpawnRequest {
-        command: CommandInput::Line(a.command),
-        cwd: a.cwd,
-        timeout_ms: a.timeout_ms,
-        env: env_pairs(&a.env)?,
+        request: Request {
+            cwd: a.cwd,
+            timeout_ms: a.timeout_ms,
+            env: env_pairs(&a.env)?,
+            ..Request::line(a.command)
+        },
         workspace: ctx.workspace.clone(),
         keep: false,
         max_output_bytes: a.max_output_bytes,
