@@ -226,12 +226,30 @@ pub fn main() -> ExitCode {
     sanitize_std_fds();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(inv) = crate::shell::detect(&args) {
+        if args.len() == 1
+            && inv == Ok(crate::shell::Invocation::Session { login: false })
+            && !std::path::Path::new(crate::shell::SYSTEM_POLICY).exists()
+        {
+            // Typed in a terminal, not started as a login shell, and no
+            // system policy for a session: what the user needs is usage.
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            eprintln!(
+                "agent-rsh: no command given (an interactive session needs the system policy {}, which does not exist)\n",
+                crate::shell::SYSTEM_POLICY
+            );
+            let _ = cmd.write_help(&mut std::io::stderr());
+            eprintln!("\nTry: agent-rsh run -- ls -la");
+            return exit_code(code::USAGE);
+        }
         return exit_code(crate::shell::main(inv));
     }
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::InvalidSubcommand {
+                suggest_run(&args);
+            }
             return exit_code(if e.use_stderr() { code::USAGE } else { 0 });
         }
     };
@@ -255,6 +273,28 @@ pub fn main() -> ExitCode {
         Cmd::Jobs(c) => crate::jobs::cli::main(policy, c),
     };
     r.unwrap_or_else(|e| e.print())
+}
+
+/// `agent-rsh ls -la`: when the unknown subcommand is a program the policy
+/// (`--policy` is not read here: `$AGENT_RSH_POLICY`, else the embedded
+/// default) allows, says how to run it.
+fn suggest_run(args: &[std::ffi::OsString]) {
+    let Some(name) = args.get(1).and_then(|a| a.to_str()) else {
+        return;
+    };
+    let Ok((policy, _)) = Policy::locate(None) else {
+        return;
+    };
+    if policy.commands.allow.iter().any(|a| a == name) {
+        let words: Vec<String> = args[1..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "\nagent-rsh: `{name}` is a program the policy allows; to run it: agent-rsh run -- {}",
+            words.join(" ")
+        );
+    }
 }
 
 /// Fds 0-2 must be open, or the child's pipes could land on them.

@@ -152,6 +152,9 @@ pub fn execute(
     {
         r.warnings.push(hint);
     }
+    if let Some(w) = network_off_warning(policy, &r) {
+        r.warnings.push(w);
+    }
     r
 }
 
@@ -175,4 +178,48 @@ fn explain_exec_error(r: &mut RunResult, stage: Stage, errno: i32) {
     r.status = Status::Failed;
     r.exit_code = Some(if stage == Stage::Exec { 126 } else { 125 });
     r.error = Some(format!("{} failed: {err}", stage.describe()));
+}
+
+/// What tools print when they cannot reach the network: DNS lookups
+/// (glibc, curl, git, Node, Python), refused or unreachable connections,
+/// and the offline switches `check::env::OFFLINE` sets.
+const NETWORK_FAILURES: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "EAI_AGAIN",
+    "ENOTFOUND",
+    "getaddrinfo",
+    "Network is unreachable",
+    "ENETUNREACH",
+    "Failed to establish a new connection",
+    "Connection refused",
+    "ECONNREFUSED",
+    "ENOTCACHED",
+    "transport 'http' not allowed",
+    "transport 'https' not allowed",
+    "transport 'ssh' not allowed",
+    "--offline was specified",
+    "net.offline",
+    "No matching distribution found",
+];
+
+/// With the network off by the policy, a command that failed and says it
+/// could not reach the network gets a warning saying why, so the caller
+/// does not retry or blame the host.
+fn network_off_warning(policy: &Policy, r: &RunResult) -> Option<String> {
+    if matches!(policy.network, crate::policy::Network::Allow)
+        || r.status == Status::Exited && r.exit_code == Some(0)
+    {
+        return None;
+    }
+    let seen = NETWORK_FAILURES
+        .iter()
+        .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?;
+    Some(format!(
+        "network is off by the policy (network = \"none\"): the command could not reach the network \
+         ({seen:?}); retrying will not help. Work offline (npm_config_offline, PIP_NO_INDEX, \
+         CARGO_NET_OFFLINE and GIT_ALLOW_PROTOCOL=file are set for that), or ask for a policy \
+         that allows the network"
+    ))
 }

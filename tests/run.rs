@@ -799,3 +799,120 @@ fn events_strip_ansi_as_json_does_and_carry_binary_as_base64() {
     assert_eq!(bin.len(), 1);
     assert_eq!(bin[0]["data_b64"], "YQBi", "{bin:?}");
 }
+
+#[test]
+fn refusals_give_hints_a_model_can_act_on() {
+    let p = policy("[commands]\nallow = [\"ls\", \"cat\", \"tee\", \"git\"]\n");
+    let denial = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(cmd)
+            .assert()
+            .code(126);
+        json(&out.get_output().stdout)["denial"].clone()
+    };
+    // The allowed programs inline, not a command the model cannot run.
+    let d = denial("rm -rf build");
+    assert_eq!(
+        d["hint"],
+        "run one of the allowed programs; allowed: cat, git, ls, tee"
+    );
+    // cd: the working directory is an option.
+    let d = denial("cd src");
+    let h = d["hint"].as_str().unwrap();
+    assert!(h.contains("--cwd DIR") && h.contains("MCP `cwd`"), "{h}");
+    // Writing a file: standard input to a writer.
+    let d = denial("echo hi > notes.txt");
+    assert_eq!(d["rule"], "lex.redirect");
+    let h = d["hint"].as_str().unwrap();
+    assert!(h.contains("--stdin") && h.contains("tee FILE"), "{h}");
+    // A leading tilde: quoting, as for 'HEAD~1'.
+    let d = denial("git show ~1");
+    assert_eq!(d["rule"], "lex.tilde");
+    assert!(d["hint"].as_str().unwrap().contains("'HEAD~1'"), "{d}");
+}
+
+#[test]
+fn without_network_tools_are_offline_and_a_failed_lookup_says_why() {
+    let p = policy("[commands]\nallow = [\"env\", \"git\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("env")
+        .assert()
+        .success();
+    let env = json(&out.get_output().stdout)["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for var in [
+        "npm_config_offline=true",
+        "PIP_NO_INDEX=1",
+        "CARGO_NET_OFFLINE=true",
+        "GIT_ALLOW_PROTOCOL=file",
+    ] {
+        assert!(env.lines().any(|l| l == var), "{var} missing: {env}");
+    }
+    // git fails at once (no DNS lookup, no retry), and the warning says
+    // the policy is why.
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("git ls-remote https://git.example.invalid/repo.git")
+        .assert()
+        .failure();
+    let r = json(&out.get_output().stdout);
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("network is off by the policy")),
+        "{r}"
+    );
+    // With the network allowed, none of it.
+    let p = policy("network = \"allow\"\n[commands]\nallow = [\"env\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("env")
+        .assert()
+        .success();
+    let env = json(&out.get_output().stdout)["stdout"].clone();
+    assert!(
+        !env.as_str().unwrap().contains("npm_config_offline"),
+        "{env}"
+    );
+}
+
+#[test]
+fn bare_invocation_prints_usage_and_a_program_name_suggests_run() {
+    // Not a login shell, no system policy (this test machine has none
+    // unless a test overlays one in its own mount namespace).
+    if std::path::Path::new("/etc/agent-rsh/policy.toml").exists() {
+        eprintln!("SKIPPED bare usage: this machine has a system policy");
+    } else {
+        agent()
+            .env_remove("AGENT_RSH_POLICY")
+            .write_stdin("")
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains("Usage: agent-rsh"))
+            .stderr(predicates::str::contains("agent-rsh run -- ls -la"));
+    }
+    agent()
+        .env_remove("AGENT_RSH_POLICY")
+        .args(["ls", "-la"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "`ls` is a program the policy allows; to run it: agent-rsh run -- ls -la",
+        ));
+    agent()
+        .env_remove("AGENT_RSH_POLICY")
+        .args(["frobnicate"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("is a program").not());
+}

@@ -66,7 +66,9 @@ fn description(ctx: &Context) -> String {
         "Run one command line, checked against the policy and confined by the kernel. \
          The line is split into words with bash's quoting rules, but no shell runs it: \
          pipes, redirection, globs, variables, `;`, `&&` and command substitution are refused \
-         (quote such characters to pass them as text). Output, exit code and duration come back; \
+         (quote such characters to pass them as text). There is no `cd`: give the directory \
+         as `cwd`. To write a file, give its content as `stdin` to a program that writes it \
+         (e.g. `tee FILE`, when allowed). Output, exit code and duration come back; \
          a refusal names the rule and says what to do instead.",
     );
     d.push_str(&allowed_programs(policy));
