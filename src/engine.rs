@@ -90,12 +90,54 @@ pub fn execute(
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
     };
-    let mut confinement =
-        match Confinement::prepare(policy, &plan, ws.root(), ws.is_fresh() && !opts.keep) {
-            Ok(c) => c,
-            Err(e) => return RunResult::failed(command, e),
-        };
-    let envp = plan.envp(ws.root());
+    // A persistent workspace (often a repository) keeps HOME, TMPDIR and
+    // the caches out of it: they live in its state directory, which the
+    // run may write as it writes a scopes.write path.
+    let state = if ws.is_fresh() {
+        None
+    } else {
+        match crate::workspace::state_dir(ws.root()) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                return RunResult::failed(
+                    command,
+                    format!("cannot create the workspace's state directory: {e}"),
+                );
+            }
+        }
+    };
+    let with_state;
+    let confine_policy = match &state {
+        Some(dir) => {
+            let mut p = policy.clone();
+            p.scopes.write.push(dir.clone());
+            with_state = p;
+            &with_state
+        }
+        None => policy,
+    };
+    let mut confinement = match Confinement::prepare(
+        confine_policy,
+        &plan,
+        ws.root(),
+        ws.is_fresh() && !opts.keep,
+    ) {
+        Ok(c) => c,
+        Err(e) => return RunResult::failed(command, e),
+    };
+    let mut envp = plan.envp(state.as_deref().unwrap_or(ws.root()));
+    if let Some(dir) = &state {
+        // What Python and pytest would otherwise write into the tree.
+        let d = dir.display();
+        for (k, v) in [
+            ("PYTHONPYCACHEPREFIX", format!("{d}/.cache/pycache")),
+            ("PYTEST_ADDOPTS", format!("-o cache_dir={d}/.cache/pytest")),
+        ] {
+            if !envp.iter().any(|(name, _)| name == k) {
+                envp.push((k.to_string(), v));
+            }
+        }
+    }
     let outcome = exec::run(
         &plan,
         &cwd,

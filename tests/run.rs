@@ -1,6 +1,8 @@
 //! End-to-end tests of `agent-rsh run` and `check`: the real binary, real
 //! processes, files and signals.
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
@@ -915,4 +917,69 @@ fn bare_invocation_prints_usage_and_a_program_name_suggests_run() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("is a program").not());
+}
+
+#[test]
+fn a_repository_workspace_stays_clean_and_git_takes_its_identity_from_the_policy() {
+    if !common::ready("workspace_hygiene", false, &["git", "python3"]) {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(
+        repo.path().join("lib.py"),
+        "import os, tempfile\n\
+         tempfile.mkdtemp()\n\
+         for d in ('HOME', 'TMPDIR', 'XDG_CACHE_HOME', 'npm_config_cache', 'CARGO_HOME'):\n\
+         \x20   os.makedirs(os.environ[d], exist_ok=True)\n\
+         \x20   open(os.path.join(os.environ[d], 'junk'), 'w').write('x')\n\
+         print(os.environ['HOME'])\n",
+    )
+    .unwrap();
+    std::fs::write(repo.path().join("main.py"), "import lib\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    let p = policy(
+        "[commands]\nallow = [\"python3\", \"git\"]\n\
+         [env.set]\nGIT_AUTHOR_NAME = \"Agent\"\nGIT_AUTHOR_EMAIL = \"agent@example.org\"\n\
+         GIT_COMMITTER_NAME = \"Agent\"\nGIT_COMMITTER_EMAIL = \"agent@example.org\"\n",
+    );
+    let run = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg("--workspace")
+            .arg(repo.path())
+            .arg(cmd)
+            .assert()
+            .success();
+        json(&out.get_output().stdout)
+    };
+    let r = run("python3 main.py");
+    let home = r["stdout"].as_str().unwrap().trim().to_string();
+    let root = repo.path().canonicalize().unwrap();
+    assert!(!std::path::Path::new(&home).starts_with(&root), "{home}");
+    // Caches, temporary files, bytecode: nothing in the repository.
+    assert_eq!(git(&["status", "--porcelain", "--ignored"]), "");
+    // The same workspace gets the same state directory (warm caches).
+    assert_eq!(run("python3 main.py")["stdout"], r["stdout"]);
+    // A commit made by the run carries the policy's identity.
+    std::fs::write(repo.path().join("new.txt"), "x").unwrap();
+    run("git add new.txt");
+    run("git commit -qm from-the-run");
+    assert_eq!(
+        git(&["log", "-1", "--format=%an <%ae>"]).trim(),
+        "Agent <agent@example.org>"
+    );
+    assert_eq!(git(&["status", "--porcelain", "--ignored"]), "");
 }
