@@ -147,10 +147,16 @@ enum PolicyCmd {
         /// The policy file.
         file: PathBuf,
     },
-    /// Write the commented example policy to FILE (default: stdout).
+    /// Write the commented example policy, or a profile, to FILE
+    /// (default: stdout).
     Init {
         /// Where to write it; refuses to overwrite an existing file.
         file: Option<PathBuf>,
+        /// A ready policy instead of the example: inspect (read-only),
+        /// coding (an agent builds and tests a project), ci (a CI script,
+        /// network allowed).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<crate::policy::profiles::Profile>,
     },
 }
 
@@ -508,16 +514,23 @@ fn cmd_policy(path: Option<&Path>, p: PolicyCmd) -> CliResult {
             println!("{}: ok", file.display());
             Ok(ExitCode::SUCCESS)
         }
-        PolicyCmd::Init { file: None } => {
-            print!("{}", policy::EXAMPLE_POLICY);
+        PolicyCmd::Init {
+            file: None,
+            profile,
+        } => {
+            print!("{}", policy::profiles::text(profile));
             Ok(ExitCode::SUCCESS)
         }
-        PolicyCmd::Init { file: Some(path) } => {
+        PolicyCmd::Init {
+            file: Some(path),
+            profile,
+        } => {
+            let text = policy::profiles::text(profile);
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&path)
-                .and_then(|mut f| f.write_all(policy::EXAMPLE_POLICY.as_bytes()))
+                .and_then(|mut f| f.write_all(text.as_bytes()))
                 .map_err(|e| {
                     CliError::new(
                         code::FAILED,

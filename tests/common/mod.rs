@@ -149,3 +149,27 @@ pub fn ready(test: &str, needs_root: bool, programs: &[&str]) -> bool {
     }
     true
 }
+
+/// A venv with pytest (made once under target/tmp from /usr/bin/python3,
+/// which the policies' read scopes cover), for the coding profile's test.
+pub fn pytest_venv() -> Result<PathBuf, String> {
+    let venv = tmp_dir("pytest").join("venv");
+    let stamp = venv.join(".agent-rsh-installed");
+    if stamp.exists() {
+        return Ok(venv);
+    }
+    run(Command::new("/usr/bin/python3")
+        .arg("-m")
+        .arg("venv")
+        .arg("--clear")
+        .arg(&venv))
+    .map_err(|e| format!("cannot make a venv with /usr/bin/python3 (Debian: python3-venv): {e}"))?;
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "pytest",
+    ]))?;
+    std::fs::write(&stamp, "pytest").unwrap();
+    Ok(venv)
+}
