@@ -43,6 +43,11 @@ pub struct RunOptions {
     /// An fd the caller owns; readable means "stop this run" (MCP
     /// cancellation, job kill). The run ends as `interrupted` by SIGTERM.
     pub cancel: Option<std::os::fd::RawFd>,
+    /// Output shown in the RunResult, both streams together (head and
+    /// tail at line boundaries); None: all that was captured.
+    pub max_output: Option<usize>,
+    /// The whole confinement report (paths, rules) instead of its summary.
+    pub verbose: bool,
 }
 
 impl Default for RunOptions {
@@ -54,6 +59,8 @@ impl Default for RunOptions {
             workspace: None,
             keep: false,
             cancel: None,
+            max_output: Some(crate::result::DEFAULT_MAX_OUTPUT),
+            verbose: false,
         }
     }
 }
@@ -83,12 +90,54 @@ pub fn execute(
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
     };
-    let mut confinement =
-        match Confinement::prepare(policy, &plan, ws.root(), ws.is_fresh() && !opts.keep) {
-            Ok(c) => c,
-            Err(e) => return RunResult::failed(command, e),
-        };
-    let envp = plan.envp(ws.root());
+    // A persistent workspace (often a repository) keeps HOME, TMPDIR and
+    // the caches out of it: they live in its state directory, which the
+    // run may write as it writes a scopes.write path.
+    let state = if ws.is_fresh() {
+        None
+    } else {
+        match crate::workspace::state_dir(ws.root()) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                return RunResult::failed(
+                    command,
+                    format!("cannot create the workspace's state directory: {e}"),
+                );
+            }
+        }
+    };
+    let with_state;
+    let confine_policy = match &state {
+        Some(dir) => {
+            let mut p = policy.clone();
+            p.scopes.write.push(dir.clone());
+            with_state = p;
+            &with_state
+        }
+        None => policy,
+    };
+    let mut confinement = match Confinement::prepare(
+        confine_policy,
+        &plan,
+        ws.root(),
+        ws.is_fresh() && !opts.keep,
+    ) {
+        Ok(c) => c,
+        Err(e) => return RunResult::failed(command, e),
+    };
+    let mut envp = plan.envp(state.as_deref().unwrap_or(ws.root()));
+    if let Some(dir) = &state {
+        // What Python and pytest would otherwise write into the tree.
+        let d = dir.display();
+        for (k, v) in [
+            ("PYTHONPYCACHEPREFIX", format!("{d}/.cache/pycache")),
+            ("PYTEST_ADDOPTS", format!("-o cache_dir={d}/.cache/pytest")),
+        ] {
+            if !envp.iter().any(|(name, _)| name == k) {
+                envp.push((k.to_string(), v));
+            }
+        }
+    }
     let outcome = exec::run(
         &plan,
         &cwd,
@@ -103,7 +152,13 @@ pub fn execute(
     r.cwd = Some(cwd.display().to_string());
     r.warnings = plan.warnings.clone();
     r.warnings.extend_from_slice(confinement.warnings());
-    r.confinement = serde_json::to_value(confinement.report()).ok();
+    r.confinement = serde_json::to_value(confinement.report()).ok().map(|v| {
+        if opts.verbose {
+            v
+        } else {
+            crate::result::confinement_summary(v)
+        }
+    });
     if opts.keep || opts.workspace.is_some() {
         r.workspace = Some(ws.keep().display().to_string());
     }
@@ -120,11 +175,17 @@ pub fn execute(
     r.timed_out = o.timed_out;
     r.duration_ms = o.duration.as_millis() as u64;
     let strip = plan.strip_ansi && !opts.color;
-    (r.stdout, r.stdout_encoding) = o.stdout.render(opts.encoding, strip);
-    (r.stderr, r.stderr_encoding) = o.stderr.render(opts.encoding, strip);
+    let limit = opts.max_output.unwrap_or(usize::MAX);
+    let (out_share, err_share) = crate::result::shares(limit, o.stdout.held(), o.stderr.held());
+    (r.stdout, r.stdout_encoding) = o.stdout.render_limited(opts.encoding, strip, out_share);
+    (r.stderr, r.stderr_encoding) = o.stderr.render_limited(opts.encoding, strip, err_share);
     r.stdout_bytes = o.stdout.total();
     r.stderr_bytes = o.stderr.total();
-    r.truncated = opts.capture && (o.stdout.truncated() || o.stderr.truncated());
+    r.truncated = opts.capture
+        && (o.stdout.truncated()
+            || o.stderr.truncated()
+            || o.stdout.held() > out_share
+            || o.stderr.held() > err_share);
     r.warnings.extend(o.warnings);
     if let Some((stage, errno)) = o.exec_error {
         explain_exec_error(&mut r, stage, errno);
@@ -132,6 +193,9 @@ pub fn execute(
         crate::confine::refusal_hint(confinement.report(), r.exit_code, &r.stderr)
     {
         r.warnings.push(hint);
+    }
+    if let Some(w) = network_off_warning(policy, &r) {
+        r.warnings.push(w);
     }
     r
 }
@@ -152,4 +216,48 @@ fn explain_exec_error(r: &mut RunResult, stage: Stage, errno: i32) {
     r.status = Status::Failed;
     r.exit_code = Some(if stage == Stage::Exec { 126 } else { 125 });
     r.error = Some(format!("{} failed: {err}", stage.describe()));
+}
+
+/// What tools print when they cannot reach the network: DNS lookups
+/// (glibc, curl, git, Node, Python), refused or unreachable connections,
+/// and the offline switches `check::env::OFFLINE` sets.
+const NETWORK_FAILURES: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "EAI_AGAIN",
+    "ENOTFOUND",
+    "getaddrinfo",
+    "Network is unreachable",
+    "ENETUNREACH",
+    "Failed to establish a new connection",
+    "Connection refused",
+    "ECONNREFUSED",
+    "ENOTCACHED",
+    "transport 'http' not allowed",
+    "transport 'https' not allowed",
+    "transport 'ssh' not allowed",
+    "--offline was specified",
+    "net.offline",
+    "No matching distribution found",
+];
+
+/// With the network off by the policy, a command that failed and says it
+/// could not reach the network gets a warning saying why, so the caller
+/// does not retry or blame the host.
+fn network_off_warning(policy: &Policy, r: &RunResult) -> Option<String> {
+    if matches!(policy.network, crate::policy::Network::Allow)
+        || r.status == Status::Exited && r.exit_code == Some(0)
+    {
+        return None;
+    }
+    let seen = NETWORK_FAILURES
+        .iter()
+        .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?;
+    Some(format!(
+        "network is off by the policy (network = \"none\"): the command could not reach the network \
+         ({seen:?}); retrying will not help. Work offline (npm_config_offline, PIP_NO_INDEX, \
+         CARGO_NET_OFFLINE and GIT_ALLOW_PROTOCOL=file are set for that), or ask for a policy \
+         that allows the network"
+    ))
 }

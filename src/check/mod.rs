@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod env;
+pub mod hints;
 pub mod judge;
 pub mod packs;
 pub mod reach;
@@ -229,8 +230,10 @@ pub fn resolve(policy: &Policy, first: &str) -> Result<PathBuf, Denial> {
             let hint = if policy.commands.allow.iter().any(|a| a == base) {
                 format!("use the bare name `{base}`; it is looked up on the policy's search path")
             } else {
-                "use the bare name of an allowed program; `agent-rsh policy show` lists them"
-                    .to_string()
+                format!(
+                    "use the bare name of an allowed program; {}",
+                    hints::allowed_programs(policy, base)
+                )
             };
             return Err(Denial::new(
                 "command.path",
@@ -245,7 +248,7 @@ pub fn resolve(policy: &Policy, first: &str) -> Result<PathBuf, Denial> {
         return Err(Denial::new(
             "command.not-allowed",
             format!("`{first}` is not on the policy's allowlist"),
-            "run one of the allowed programs; `agent-rsh policy show` lists them",
+            hints::not_allowed(policy, first),
         )
         .at_arg(0));
     }

@@ -10,6 +10,7 @@ pub mod env;
 pub mod jobs;
 pub mod mcp;
 pub mod profile;
+pub mod profiles;
 pub mod rules;
 pub mod shell;
 

@@ -21,6 +21,8 @@ mod man;
 mod mcp;
 mod mcp_jobs;
 mod mcp_python;
+mod mcp_typescript;
+mod profiles;
 mod run;
 mod shell;
 mod userns;
