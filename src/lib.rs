@@ -17,5 +17,6 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod result;
+pub mod script;
 pub mod shell;
 pub mod workspace;
