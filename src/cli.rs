@@ -155,6 +155,12 @@ enum PolicyCmd {
 pub fn main() -> i32 {
     sanitize_std_fds();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::script::INTERPRETER_ARG)
+    {
+        return crate::script::interp::main(&args);
+    }
     if let Some(inv) = crate::shell::detect(&args) {
         return crate::shell::main(inv);
     }

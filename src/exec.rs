@@ -145,6 +145,8 @@ struct ChildSpec {
     new_pgrp: bool,
     pid_ns: bool,
     mask: libc::sigset_t,
+    /// Kept open across exec (`Plan::pass_fd`), or -1.
+    pass_fd: RawFd,
 }
 
 const MSG_PID: u8 = b'P';
@@ -258,6 +260,7 @@ pub fn run(
         new_pgrp: plan.stdin != StdinMode::Inherit,
         pid_ns: confinement.want_pid_namespace,
         mask,
+        pass_fd: plan.pass_fd.unwrap_or(-1),
     };
 
     let guardian = match spawn_guardian(&mut spec, confinement) {
@@ -835,6 +838,10 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         );
+        // The compound-command interpreter's job (see `script::interp`).
+        if spec.pass_fd >= 0 {
+            libc::fcntl(spec.pass_fd, libc::F_SETFD, 0);
+        }
         libc::execve(
             spec.program.as_ptr(),
             spec.argv.as_ptr(),

@@ -59,6 +59,24 @@ pub struct RunResult {
     /// Set when the workspace is kept after the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// A compound command: every simple command it executed, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<CommandRecord>>,
+}
+
+/// One simple command a compound command executed.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRecord {
+    pub argv: Vec<String>,
+    /// Byte offset of the command in the command string.
+    pub offset: usize,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    /// A shell builtin run by agent-rsh itself (`cd`, `export`, ...).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub builtin: bool,
 }
 
 impl RunResult {
@@ -106,6 +124,7 @@ impl RunResult {
             denial: None,
             error: None,
             workspace: None,
+            commands: None,
         }
     }
 

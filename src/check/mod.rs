@@ -15,7 +15,7 @@ pub mod wrappers;
 
 use crate::lex::{self, LexError};
 use crate::plan::{Plan, StdinMode};
-use crate::policy::Policy;
+use crate::policy::{Policy, Syntax};
 use serde::Serialize;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -148,14 +148,27 @@ impl std::fmt::Display for Denial {
 
 /// The whole check: a request either becomes a `Plan` or is refused.
 pub fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
-    check_into(policy, req, &mut judge::Judgement::default(), false)
+    check_in(policy, req, None)
+}
+
+/// The check, knowing the workspace's absolute path when the run will use
+/// an existing one (`--workspace`, the login shell's home): a compound
+/// command may then name it in redirections and `cd`.
+pub fn check_in(policy: &Policy, req: &Request, workspace: Option<&Path>) -> Result<Plan, Denial> {
+    check_into(
+        policy,
+        req,
+        &mut judge::Judgement::default(),
+        false,
+        workspace,
+    )
 }
 
 /// The check, with what the argument rules saw (for `agent-rsh check`):
 /// every rule that fired and the argv as each program reads it.
 pub fn check_judged(policy: &Policy, req: &Request) -> (Result<Plan, Denial>, judge::Judgement) {
     let mut judgement = judge::Judgement::default();
-    let plan = check_into(policy, req, &mut judgement, true);
+    let plan = check_into(policy, req, &mut judgement, true, None);
     (plan, judgement)
 }
 
@@ -164,8 +177,20 @@ fn check_into(
     req: &Request,
     judgement: &mut judge::Judgement,
     explain: bool,
+    workspace: Option<&Path>,
 ) -> Result<Plan, Denial> {
-    let (argv, offsets) = split_at(policy, &req.command)?;
+    // Compound syntax: a string the simple lexer accepts is one simple
+    // command with literal words (the fast path, as with "simple"); any
+    // other string is parsed and checked as a script.
+    let (argv, offsets) = match &req.command {
+        CommandInput::Line(line) if policy.syntax == Syntax::Compound => {
+            match lex::lex(line, policy.max_command_bytes) {
+                Ok(words) => words.into_iter().map(|w| (w.text, w.offset)).unzip(),
+                Err(_) => return script_plan(policy, req, line, workspace, explain),
+            }
+        }
+        _ => split_at(policy, &req.command)?,
+    };
     // A refusal of one word also names where that word starts in the line.
     let locate = |mut d: Denial| {
         if d.offset.is_none() {
@@ -182,24 +207,7 @@ fn check_into(
     let mut warnings: Vec<String> = judgement.warnings().collect();
     let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
     let cwd = confine_cwd(req.cwd.as_deref())?;
-    let max = policy.limits.timeout_ms;
-    let timeout_ms = match req.timeout_ms {
-        Some(0) => {
-            return Err(Denial::new(
-                "timeout.zero",
-                "a timeout of 0 ms would kill the command before it starts",
-                format!("give a timeout between 1 and {max} ms, or omit it"),
-            ));
-        }
-        Some(t) if t > max => {
-            warnings.push(format!(
-                "requested timeout {t} ms exceeds the policy maximum; using {max} ms"
-            ));
-            max
-        }
-        Some(t) => t,
-        None => max,
-    };
+    let timeout_ms = timeout_of(policy, req, &mut warnings)?;
     Ok(Plan {
         command: req.display(),
         argv,
@@ -219,6 +227,69 @@ fn check_into(
             .collect::<Vec<_>>()
             .join(":"),
         warnings,
+        script: None,
+        pass_fd: None,
+    })
+}
+
+/// The timeout a request gets, and a warning when it asked for more.
+fn timeout_of(policy: &Policy, req: &Request, warnings: &mut Vec<String>) -> Result<u64, Denial> {
+    let max = policy.limits.timeout_ms;
+    match req.timeout_ms {
+        Some(0) => Err(Denial::new(
+            "timeout.zero",
+            "a timeout of 0 ms would kill the command before it starts",
+            format!("give a timeout between 1 and {max} ms, or omit it"),
+        )),
+        Some(t) if t > max => {
+            warnings.push(format!(
+                "requested timeout {t} ms exceeds the policy maximum; using {max} ms"
+            ));
+            Ok(max)
+        }
+        Some(t) => Ok(t),
+        None => Ok(max),
+    }
+}
+
+/// A compound command: parsed, every stage checked, and planned as a run
+/// of agent-rsh's interpreter.
+fn script_plan(
+    policy: &Policy,
+    req: &Request,
+    line: &str,
+    workspace: Option<&Path>,
+    explain: bool,
+) -> Result<Plan, Denial> {
+    let cwd = confine_cwd(req.cwd.as_deref())?;
+    let sp = crate::script::plan(policy, line, &cwd, workspace, explain)?;
+    if let Some(d) = sp.verified.denial() {
+        return Err(d.clone());
+    }
+    let mut warnings = sp.verified.warnings.clone();
+    let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
+    let timeout_ms = timeout_of(policy, req, &mut warnings)?;
+    Ok(Plan {
+        command: req.display(),
+        argv: vec!["agent-rsh".into(), crate::script::INTERPRETER_ARG.into()],
+        program: crate::script::interpreter_program(),
+        env,
+        cwd,
+        timeout: Duration::from_millis(timeout_ms),
+        grace: Duration::from_millis(policy.limits.kill_grace_ms),
+        output_cap: policy.output.cap_bytes,
+        strip_ansi: policy.output.strip_ansi,
+        stdin: req.stdin.clone(),
+        path_var: policy
+            .commands
+            .search_path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":"),
+        warnings,
+        script: Some(std::sync::Arc::new(sp)),
+        pass_fd: None,
     })
 }
 
