@@ -185,8 +185,10 @@ fn check_into(
     let (argv, offsets) = match &req.command {
         CommandInput::Line(line) if policy.syntax == Syntax::Compound => {
             match lex::lex(line, policy.max_command_bytes) {
-                Ok(words) => words.into_iter().map(|w| (w.text, w.offset)).unzip(),
-                Err(_) => return script_plan(policy, req, line, workspace, explain),
+                Ok(words) if !crate::script::runs_as_builtin(policy, &words[0].text) => {
+                    words.into_iter().map(|w| (w.text, w.offset)).unzip()
+                }
+                _ => return script_plan(policy, req, line, workspace, explain),
             }
         }
         _ => split_at(policy, &req.command)?,

@@ -99,6 +99,9 @@ struct Interp<'s> {
     denied_flag: *mut u8,
     fs: glob::Fs,
     cache: HashMap<String, Result<PathBuf, Denial>>,
+    /// A `|&` stage: stderr joins stdout after the command's own
+    /// redirections (bash applies the implicit 2>&1 last).
+    stderr_to_pipe: bool,
 }
 
 fn write_fd(fd: RawFd, mut data: &[u8]) {
@@ -277,6 +280,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         reports: 0,
         denied_flag: flag.cast(),
         cache: HashMap::new(),
+        stderr_to_pipe: false,
     };
     let r = it.exec_list(&script.body);
     it.finish(r)
@@ -471,10 +475,8 @@ impl Interp<'_> {
                 if let Some((r, w)) = out {
                     close(r);
                     dup2(w, 1);
-                    if st.stderr_too {
-                        dup2(w, 2);
-                    }
                     close(w);
+                    self.stderr_to_pipe = st.stderr_too;
                 }
                 let r = self.exec_command(&st.command, true);
                 self.child_exit(r);
@@ -678,6 +680,18 @@ impl Interp<'_> {
 
     /// Runs `f` with the redirections applied, then restores the fds.
     fn with_redirects(&mut self, rs: &[Redirect], f: impl FnOnce(&mut Self) -> R<i32>) -> R<i32> {
+        if std::mem::take(&mut self.stderr_to_pipe) {
+            // Only in a `|&` stage's own process: nothing to restore.
+            let r = match self.apply_redirects(rs, None) {
+                Ok(true) => {
+                    dup2(1, 2);
+                    f(self)
+                }
+                Ok(false) => Ok(1),
+                Err(e) => Err(e),
+            };
+            return r;
+        }
         if rs.is_empty() {
             return f(self);
         }
@@ -978,6 +992,14 @@ impl Interp<'_> {
             }
             let r = self.with_redirects(&c.redirects, |me| me.builtin(c, &argv, &offsets));
             for (k, old) in saved {
+                // `NAME=v export NAME` keeps (and exports) the value.
+                let exported = name == "export"
+                    && argv[1..]
+                        .iter()
+                        .any(|a| a.split('=').next() == Some(k.as_str()));
+                if exported {
+                    continue;
+                }
                 match old {
                     Some(v) => {
                         self.vars.insert(k, v);
@@ -1037,6 +1059,9 @@ impl Interp<'_> {
             Ok(true) => {}
             Ok(false) => self.child_exit(Ok(1)),
             Err(e) => self.child_exit(Err(e)),
+        }
+        if std::mem::take(&mut self.stderr_to_pipe) {
+            dup2(1, 2);
         }
         let prog = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
         let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
@@ -1344,6 +1369,7 @@ impl Shell for Interp<'_> {
             close(w);
             // bash does not pass -e into command substitutions.
             self.opts.errexit = false;
+            self.stderr_to_pipe = false;
             let res = self.exec_list(body);
             self.child_exit(res);
         }

@@ -66,3 +66,19 @@ pub fn interpreter_program() -> PathBuf {
         .and_then(std::fs::canonicalize)
         .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
 }
+
+/// Whether a simple command named `name` is the shell's business rather
+/// than a program's: builtins that change the shell's state (`cd`,
+/// `export`, `exit`, ...) and those agent-rsh refuses (`eval`, ...) go
+/// through the script path even when the string is one simple command;
+/// `pwd`, `true` and `false` run as the programs when the policy allows
+/// them (same output), else as builtins.
+pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
+    if verify::refused_builtin(name).is_some() {
+        return true;
+    }
+    if !verify::BUILTINS.contains(&name) {
+        return false;
+    }
+    !matches!(name, "pwd" | "true" | "false") || !policy.commands.allow.iter().any(|a| a == name)
+}
