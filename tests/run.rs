@@ -158,8 +158,16 @@ fn child_exit_code_and_signal_are_reported() {
 
 #[test]
 fn refusals_name_rule_and_offset_and_run_nothing() {
+    // syntax = "simple" refuses what it always refused, with the same
+    // rules and offsets.
     let ws = tempfile::tempdir().unwrap();
-    let p = shell_policy();
+    let p = policy(
+        r#"
+syntax = "simple"
+[commands]
+allow = ["bash", "sleep", "setsid", "echo", "env", "cat", "grep", "head", "touch", "ls", "true"]
+"#,
+    );
     let pol = p.path.to_str().unwrap();
     let long = format!("touch {}", "a".repeat(9000));
     let cases: &[(&str, &str, Option<u64>)] = &[
@@ -198,7 +206,7 @@ fn refusals_name_rule_and_offset_and_run_nothing() {
 
     // Text mode: one line with the rule, one with the hint, on stderr.
     agent()
-        .args(["run", "ls; id"])
+        .args(["run", "--policy", pol, "ls; id"])
         .assert()
         .code(126)
         .stdout("")
@@ -532,8 +540,11 @@ fn check_reports_without_running() {
     let v = json(&out.get_output().stdout);
     assert_eq!(v["verdict"], "allow");
     assert_eq!(v["argv"], serde_json::json!(["ls", "-la"]));
+    let simple = policy("syntax = \"simple\"\n[commands]\nallow = [\"ls\", \"wc\"]\n");
     let out = agent()
-        .args(["check", "--json", "ls | wc"])
+        .args(["check", "--json", "--policy"])
+        .arg(&simple.path)
+        .arg("ls | wc")
         .assert()
         .code(126);
     let v = json(&out.get_output().stdout);

@@ -309,8 +309,15 @@ impl Gen {
         // Later stages read their input, so no stage races a reader that
         // already left (bash and agent-rsh would both be at the mercy of
         // SIGPIPE timing).
+        // `|&` only after a simple command: after a compound one, its
+        // stages' stdout and stderr would race into the pipe.
+        let simple_left = !s.contains(['{', '(', ';']);
         for _ in 0..extra {
-            s.push_str(if self.r.chance(15) { " |& " } else { " | " });
+            s.push_str(if simple_left && self.r.chance(15) {
+                " |& "
+            } else {
+                " | "
+            });
             s.push_str(&self.filter());
         }
         s
@@ -330,7 +337,8 @@ impl Gen {
             9 => "( sort; echo end )".to_string(),
             _ => {
                 self.piped += 1;
-                format!("cat > piped{}", self.piped)
+                // A dotfile: no glob of the script sees it appear.
+                format!("cat > .piped{}", self.piped)
             }
         };
         if self.r.chance(10) {

@@ -235,7 +235,7 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
     assert!(out.stdout.is_empty());
     let err = text(&out.stderr);
     assert!(
-        err.contains("denied (lex.list)") && err.contains("hint:"),
+        err.contains("denied (command.not-allowed)") && err.contains("hint:"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -288,7 +288,7 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
     assert_eq!(cmds[0]["user"], u.name.as_str());
     assert_eq!(cmds[0]["face"], "login-command");
     assert_eq!(cmds[1]["verdict"], "deny");
-    assert_eq!(cmds[1]["rule"], "lex.list");
+    assert_eq!(cmds[1]["rule"], "command.not-allowed");
     assert_eq!(cmds[1]["exitCode"], 126);
     assert_eq!(cmds[5]["exitCode"], 2);
 }

@@ -102,6 +102,20 @@ struct Interp<'s> {
     /// A `|&` stage: stderr joins stdout after the command's own
     /// redirections (bash applies the implicit 2>&1 last).
     stderr_to_pipe: bool,
+    /// When the process that runs the current command was forked (the
+    /// order of the `commands` report).
+    forked_at: u64,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime into a stack value.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn write_fd(fd: RawFd, mut data: &[u8]) {
@@ -281,6 +295,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         denied_flag: flag.cast(),
         cache: HashMap::new(),
         stderr_to_pipe: false,
+        forked_at: 0,
     };
     let r = it.exec_list(&script.body);
     it.finish(r)
@@ -378,6 +393,7 @@ impl Interp<'_> {
     }
 
     fn fork(&mut self) -> R<i32> {
+        self.forked_at = now_ns();
         // SAFETY: the interpreter is single-threaded.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
@@ -658,8 +674,13 @@ impl Interp<'_> {
                         }
                     }
                     if hit {
-                        me.status = 0;
-                        let st = me.exec_list(&arm.body)?;
+                        // `$?` in the arm is still the status before `case`.
+                        let st = if arm.body.is_empty() {
+                            me.status = 0;
+                            0
+                        } else {
+                            me.exec_list(&arm.body)?
+                        };
                         if arm.fall_through {
                             falling = true;
                             continue;
@@ -982,6 +1003,7 @@ impl Interp<'_> {
         }
         let name = argv[0].clone();
         if verify::BUILTINS.contains(&name.as_str()) {
+            let started = now_ns();
             // Prefix assignments hold for the builtin only.
             let saved: Vec<(String, Option<Var>)> = assigns
                 .iter()
@@ -1010,7 +1032,7 @@ impl Interp<'_> {
                 }
             }
             let st = r?;
-            self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st }));
+            self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": started }));
             return Ok(st);
         }
         let program = match self.check_program(c, &argv, &offsets)? {
@@ -1074,6 +1096,7 @@ impl Interp<'_> {
             "s": std::process::id(),
             "a": argv,
             "o": c.offset,
+            "t": self.forked_at,
         }));
         // SAFETY: execve with NUL-terminated arrays that outlive the call.
         unsafe { libc::execve(prog.as_ptr(), av.as_ptr(), ev.as_ptr()) };

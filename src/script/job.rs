@@ -92,6 +92,8 @@ impl ScriptJob {
             at += n as u64;
         }
         let mut open: HashMap<i64, usize> = HashMap::new();
+        // When each listed command started (fork time), for the order.
+        let mut started: Vec<u64> = Vec::new();
         let mut unlisted = 0usize;
         for line in data.split(|b| *b == b'\n') {
             let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
@@ -103,6 +105,7 @@ impl ScriptJob {
                     continue;
                 }
                 open.insert(pid, out.commands.len());
+                started.push(v["t"].as_u64().unwrap_or(0));
                 out.commands.push(CommandRecord {
                     argv: strings(&v["a"]),
                     offset: v["o"].as_u64().unwrap_or(0) as usize,
@@ -127,6 +130,7 @@ impl ScriptJob {
                     unlisted += 1;
                     continue;
                 }
+                started.push(v["t"].as_u64().unwrap_or(0));
                 out.commands.push(CommandRecord {
                     argv: strings(&v["b"]),
                     offset: v["o"].as_u64().unwrap_or(0) as usize,
@@ -145,6 +149,15 @@ impl ScriptJob {
                 out.warnings.push(w.to_string());
             }
         }
+        // Start order: the stages of a pipeline in the order they were
+        // forked, whichever reported first.
+        let mut order: Vec<usize> = (0..out.commands.len()).collect();
+        order.sort_by_key(|&i| started[i]);
+        let mut cmds: Vec<Option<CommandRecord>> = std::mem::take(&mut out.commands)
+            .into_iter()
+            .map(Some)
+            .collect();
+        out.commands = order.into_iter().filter_map(|i| cmds[i].take()).collect();
         if unlisted > 0 {
             out.warnings.push(format!(
                 "the script ran {unlisted} more commands than the {MAX_LISTED} listed in `commands`"
