@@ -46,7 +46,7 @@ fn main() {
     .map(String::from)
     .to_vec();
     // Parse the packs once, as the first check in a process does.
-    let _ = check::check(&p, &Request::line("ls"));
+    let _ = check::admit(&p, &Request::line("ls"), None);
     println!(
         "{:<42} {:>9} {:>13} {:>8} {:>12} {:>8}",
         "command", "lex ns", "lex+judge ns", "ratio", "check ns", "ratio"
@@ -66,7 +66,7 @@ fn main() {
         });
         let req = Request::line(*cmd);
         let check_ns = per_iter_ns(n / 4, || {
-            let _ = black_box(check::check(&p, black_box(&req)));
+            let _ = black_box(check::admit(&p, black_box(&req), None));
         });
         println!(
             "{:<42} {:>9.0} {:>13.0} {:>8.2} {:>12.0} {:>8.2}",

@@ -94,11 +94,12 @@ fn main() {
     // Where the added time goes: building the rule set and filter in the
     // parent, and the PID namespace the guardian gets (confinement "off"
     // runs without one).
-    let plan = agent_rsh::check::check(&on, &req).expect("true is allowed");
+    let plan = agent_rsh::check::admit(&on, &req, None).expect("true is allowed");
     let ws = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     for _ in 0..n {
-        let c = agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path()).expect("prepare");
+        let c =
+            agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), true).expect("prepare");
         drop(c);
     }
     println!(
@@ -110,11 +111,11 @@ fn main() {
         command: CommandInput::Line("ls".into()),
         ..req.clone()
     };
-    let plan = agent_rsh::check::check(&default, &ls).expect("ls is allowed");
+    let plan = agent_rsh::check::admit(&default, &ls, None).expect("ls is allowed");
     let t = Instant::now();
     for _ in 0..n {
-        let c =
-            agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path()).expect("prepare");
+        let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), true)
+            .expect("prepare");
         drop(c);
     }
     println!(

@@ -17,7 +17,7 @@
 //!    confinement required) against `/bin/true`, `bash -c true`,
 //!    `timeout 10 true` and, when they work here, bwrap, firejail and a
 //!    Python `subprocess.run` wrapper;
-//! 2. lex + check per typical agent command, in process (`check::check`);
+//! 2. lex + check per typical agent command, in process (`check::admit`);
 //! 3. streaming: N bytes from `head -c N /dev/zero` through `agent-rsh run`
 //!    (text and `--json`), against the same through a pipe into `cat`;
 //! 4. peak RSS (`wait4`, so it is the largest of agent-rsh, its guardian and
@@ -535,7 +535,7 @@ const COMMANDS: &[&str] = &[
 type Probe = (String, bool, Box<dyn Fn()>);
 
 fn check_latency(opts: &Options, t: &mut Table) {
-    t.section("2. lex + check per command, in process (`check::check`, embedded default policy)");
+    t.section("2. lex + check per command, in process (`check::admit`, embedded default policy)");
     let policy = Policy::embedded();
     let requests: Vec<Request> = COMMANDS.iter().map(|c| Request::line(*c)).collect();
     // Where the time goes, on the longest allowed command: the lexer, the
@@ -544,7 +544,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
     let longest = COMMANDS[5];
     let mut probes: Vec<Probe> = Vec::new();
     for (cmd, req) in COMMANDS.iter().zip(requests) {
-        let outcome = match check::check(&policy, &req) {
+        let outcome = match check::admit(&policy, &req, None) {
             Ok(_) => "allowed".to_string(),
             Err(d) => format!("refused: {}", d.rule),
         };
@@ -553,7 +553,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
             format!("`{cmd}` ({outcome})"),
             true,
             Box::new(move || {
-                let _ = black_box(check::check(&p, black_box(&req)));
+                let _ = black_box(check::admit(&p, black_box(&req), None));
             }),
         ));
     }

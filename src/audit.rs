@@ -6,40 +6,16 @@
 //! offset to the end and writes under the inode lock). Records name
 //! variables at most, never their values.
 
+pub use crate::policy::AuditPolicy;
 use crate::policy::Policy;
 use crate::result::{RunResult, Status};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// `[audit]` in the policy.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuditPolicy {
-    /// The JSON-lines file records are appended to.
-    pub path: PathBuf,
-    /// Log the login faces (`-c`, the interactive shell, commands read from
-    /// standard input). On by default: an administrator wants to know what
-    /// sandbox users did.
-    pub login: bool,
-    /// Log `agent-rsh run`. Off by default: agents call it at high rates and
-    /// their callers usually keep their own records.
-    pub agent: bool,
-}
-
-impl Default for AuditPolicy {
-    fn default() -> Self {
-        AuditPolicy {
-            path: PathBuf::from("/var/log/agent-rsh/audit.jsonl"),
-            login: true,
-            agent: false,
-        }
-    }
-}
 
 /// An open audit log.
 pub struct AuditLog {

@@ -1,7 +1,7 @@
 //! Command-line faces: flag parsing and rendering; the work is elsewhere.
 
 use crate::check::{self, CommandInput, Request};
-use crate::engine::{self, RunOptions};
+use crate::engine::{self, RunOptions, TextSink};
 use crate::exec::Sink;
 use crate::plan::StdinMode;
 use crate::policy::{self, Policy, PolicyError};
@@ -9,7 +9,8 @@ use crate::result::{Chunk, Encoding, Event, RunResult, Status, Stream, Utf8Chunk
 use base64::Engine as _;
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
@@ -18,7 +19,10 @@ use std::path::PathBuf;
     about = "A restricted shell: runs one checked command under a TOML policy, confined by the kernel",
     disable_help_subcommand = true
 )]
-struct Cli {
+pub struct Cli {
+    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
+    #[arg(long, global = true, value_name = "FILE")]
+    policy: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -37,8 +41,6 @@ enum Cmd {
         /// Print the findings as JSON.
         #[arg(long)]
         json: bool,
-        #[command(flatten)]
-        policy: PolicyArg,
     },
     /// Serve the checked, confined run as an MCP tool over stdio.
     Mcp(crate::mcp::McpArgs),
@@ -46,15 +48,24 @@ enum Cmd {
     Jobs(crate::jobs::cli::JobCmd),
 }
 
+/// What a caller asks for, as flags: the same for `run`, `check` and
+/// `spawn`, so the three cannot drift apart.
 #[derive(Args)]
-struct PolicyArg {
-    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
-}
-
-#[derive(Args)]
-struct CommandArgs {
+pub struct RequestArgs {
+    /// Working directory, relative to the workspace root.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// Deadline in milliseconds; may shorten the policy's (for spawn,
+    /// jobs.max_runtime_ms), never extend it.
+    #[arg(long, value_name = "MS")]
+    timeout: Option<u64>,
+    /// Set a variable in the child's environment (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Use this existing directory as the workspace (kept afterwards); the
+    /// policy file must lie outside it.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
     /// Take the words as argv exactly (no lexing); the same checks apply.
     #[arg(long)]
     argv: bool,
@@ -64,12 +75,19 @@ struct CommandArgs {
     command: Vec<String>,
 }
 
-impl CommandArgs {
-    fn input(&self) -> CommandInput {
-        if self.argv {
-            CommandInput::Argv(self.command.clone())
-        } else {
-            CommandInput::Line(self.command.join(" "))
+impl RequestArgs {
+    /// The request these flags ask for.
+    pub fn request(&self, stdin: StdinMode) -> Request {
+        Request {
+            command: if self.argv {
+                CommandInput::Argv(self.command.clone())
+            } else {
+                CommandInput::Line(self.command.join(" "))
+            },
+            cwd: self.cwd.clone(),
+            timeout_ms: self.timeout,
+            env: self.env.clone(),
+            stdin,
         }
     }
 }
@@ -82,20 +100,6 @@ struct RunArgs {
     /// Print JSON lines: start, output chunks, exit.
     #[arg(long)]
     events: bool,
-    #[command(flatten)]
-    policy: PolicyArg,
-    /// Working directory, relative to the workspace root.
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<String>,
-    /// Deadline in milliseconds; may shorten the policy's, never extend it.
-    #[arg(long, value_name = "MS")]
-    timeout: Option<u64>,
-    /// Set a variable in the child's environment (repeatable).
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    /// Use this existing directory as the workspace (kept after the run).
-    #[arg(long, value_name = "DIR")]
-    workspace: Option<PathBuf>,
     /// Keep the fresh workspace after the run and report its path.
     #[arg(long)]
     keep: bool,
@@ -109,7 +113,7 @@ struct RunArgs {
     #[arg(long)]
     base64: bool,
     #[command(flatten)]
-    command: CommandArgs,
+    request: RequestArgs,
 }
 
 #[derive(Args)]
@@ -118,23 +122,13 @@ struct CheckArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    policy: PolicyArg,
-    /// Working directory to check, relative to the workspace root.
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<String>,
-    /// Variables to check (repeatable).
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    #[command(flatten)]
-    command: CommandArgs,
+    request: RequestArgs,
 }
 
 #[derive(Subcommand)]
 enum PolicyCmd {
     /// Print the effective policy with every default filled in.
     Show {
-        #[command(flatten)]
-        policy: PolicyArg,
         /// List the argument rules and guards in force instead.
         #[arg(long)]
         rules: bool,
@@ -151,24 +145,91 @@ enum PolicyCmd {
     },
 }
 
+/// Why a subcommand ended without doing its work (or with a refusal that
+/// has its own exit code). Printed in one place, `main`.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    /// Lines for stderr, each a whole line ("agent-rsh: ...").
+    pub lines: Vec<String>,
+    /// A line for stdout: the machine-readable faces answer in JSON even
+    /// when they fail.
+    pub stdout: Option<String>,
+}
+
+impl CliError {
+    /// One line on stderr, prefixed "agent-rsh: ".
+    pub fn new(code: i32, message: impl std::fmt::Display) -> CliError {
+        CliError {
+            code,
+            lines: vec![format!("agent-rsh: {message}")],
+            stdout: None,
+        }
+    }
+
+    /// A policy that cannot be used: what is wrong with it, what did not
+    /// happen because of it (`consequence`), and how to check a fix.
+    pub fn policy(e: &PolicyError, consequence: &str) -> CliError {
+        CliError {
+            code: code::FAILED,
+            lines: vec![
+                format!("agent-rsh: {e}"),
+                format!(
+                    "agent-rsh: {consequence}; fix the policy (`agent-rsh policy check FILE` validates it)"
+                ),
+            ],
+            stdout: None,
+        }
+    }
+
+    /// The same failure, also as one JSON line on stdout.
+    pub fn with_stdout(mut self, line: String) -> CliError {
+        self.stdout = Some(line);
+        self
+    }
+
+    fn print(&self) -> ExitCode {
+        {
+            let mut err = std::io::stderr().lock();
+            for l in &self.lines {
+                let _ = writeln!(err, "{l}");
+            }
+        }
+        if let Some(line) = &self.stdout {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        exit_code(self.code)
+    }
+}
+
+/// What a subcommand returns: its exit code, or why it could not do its work.
+pub type CliResult = Result<ExitCode, CliError>;
+
+/// An exit status as the process reports it (0-255).
+pub fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(code::FAILED as u8))
+}
+
 /// Runs the CLI; returns the process exit code.
-pub fn main() -> i32 {
+pub fn main() -> ExitCode {
     sanitize_std_fds();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args
         .get(1)
         .is_some_and(|a| a == crate::script::INTERPRETER_ARG)
     {
-        return crate::script::interp::main(&args);
+        return exit_code(crate::script::interp::main(&args));
     }
     if let Some(inv) = crate::shell::detect(&args) {
-        return crate::shell::main(inv);
+        return exit_code(crate::shell::main(inv));
     }
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { code::USAGE } else { 0 };
+            return exit_code(if e.use_stderr() { code::USAGE } else { 0 });
         }
     };
     if matches!(cli.cmd, Cmd::Check(_) | Cmd::Policy(_) | Cmd::Doctor { .. }) {
@@ -179,17 +240,18 @@ pub fn main() -> i32 {
         // SAFETY: signal(2) before any thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    match cli.cmd {
-        Cmd::Run(a) => cmd_run(a),
-        Cmd::Check(a) => cmd_check(a),
-        Cmd::Policy(p) => cmd_policy(p),
-        Cmd::Doctor { json, policy } => match Policy::locate(policy.policy.as_deref()) {
-            Ok((p, source)) => crate::confine::doctor(&p, &source.to_string(), json),
-            Err(e) => report_policy_error(&e),
-        },
-        Cmd::Mcp(a) => crate::mcp::main(a),
-        Cmd::Jobs(c) => crate::jobs::cli::main(c),
-    }
+    let policy = cli.policy.as_deref();
+    let r = match cli.cmd {
+        Cmd::Run(a) => cmd_run(policy, a),
+        Cmd::Check(a) => cmd_check(policy, a),
+        Cmd::Policy(p) => cmd_policy(policy, p),
+        Cmd::Doctor { json } => Policy::locate(policy)
+            .map_err(|e| CliError::policy(&e, "nothing was run"))
+            .map(|(p, source)| exit_code(crate::confine::doctor(&p, &source.to_string(), json))),
+        Cmd::Mcp(a) => crate::mcp::main(policy, a),
+        Cmd::Jobs(c) => crate::jobs::cli::main(policy, c),
+    };
+    r.unwrap_or_else(|e| e.print())
 }
 
 /// Fds 0-2 must be open, or the child's pipes could land on them.
@@ -204,58 +266,35 @@ fn sanitize_std_fds() {
     }
 }
 
-fn load_policy(arg: &PolicyArg) -> Result<Policy, i32> {
-    Policy::locate(arg.policy.as_deref())
+fn load_policy(path: Option<&Path>) -> Result<Policy, CliError> {
+    Policy::locate(path)
         .map(|(p, _)| p)
-        .map_err(|e| report_policy_error(&e))
+        .map_err(|e| CliError::policy(&e, "nothing was run"))
 }
 
-fn report_policy_error(e: &PolicyError) -> i32 {
-    eprintln!("agent-rsh: {e}");
-    eprintln!(
-        "agent-rsh: nothing was run; fix the policy (`agent-rsh policy check FILE` validates it)"
-    );
-    code::FAILED
-}
-
-fn cmd_run(a: RunArgs) -> i32 {
-    let policy = match Policy::locate(a.policy.policy.as_deref()) {
+fn cmd_run(policy: Option<&Path>, a: RunArgs) -> CliResult {
+    let req = a.request.request(if a.stdin {
+        StdinMode::Inherit
+    } else {
+        StdinMode::Null
+    });
+    let policy = match load_policy(policy) {
         // The engine refuses a policy the command could rewrite.
-        Ok((p, _)) => p,
-        Err(e) => {
-            let code = report_policy_error(&e);
-            if a.json || a.events {
-                let r = RunResult::failed(
-                    a.command.command.join(" "),
-                    "policy cannot be loaded".into(),
-                );
-                print_json_result(&r, a.events);
-            }
-            return code;
+        Ok(p) => p,
+        Err(e) if a.json || a.events => {
+            let r = RunResult::failed(req.display(), "policy cannot be loaded".into());
+            return Err(e.with_stdout(json_result(&r, a.events)));
         }
+        Err(e) => return Err(e),
     };
-    if let Err(e) = crate::exec::install_signal_forwarding() {
-        eprintln!("agent-rsh: cannot install signal handlers: {e}");
-        return code::FAILED;
-    }
-    let audit = match crate::audit::open_for_agent(&policy) {
-        Ok(log) => log,
-        Err(e) => {
-            eprintln!("agent-rsh: {e}; nothing was run (the policy asks for audit.agent)");
-            return code::FAILED;
-        }
-    };
-    let req = Request {
-        command: a.command.input(),
-        cwd: a.cwd.clone(),
-        timeout_ms: a.timeout,
-        env: a.env.clone(),
-        stdin: if a.stdin {
-            StdinMode::Inherit
-        } else {
-            StdinMode::Null
-        },
-    };
+    crate::exec::install_signal_forwarding()
+        .map_err(|e| CliError::new(code::FAILED, format!("cannot install signal handlers: {e}")))?;
+    let audit = crate::audit::open_for_agent(&policy).map_err(|e| {
+        CliError::new(
+            code::FAILED,
+            format!("{e}; nothing was run (the policy asks for audit.agent)"),
+        )
+    })?;
     let encoding = if a.base64 {
         Encoding::Base64
     } else {
@@ -265,7 +304,7 @@ fn cmd_run(a: RunArgs) -> i32 {
         capture: a.json || a.events,
         encoding,
         color: a.color,
-        workspace: a.workspace.clone(),
+        workspace: a.request.workspace.clone(),
         keep: a.keep,
         cancel: None,
     };
@@ -280,27 +319,27 @@ fn cmd_run(a: RunArgs) -> i32 {
         engine::execute(&policy, &req, &opts, &mut TextSink)
     };
     if let Some(log) = &audit
-        && let Err(e) = crate::audit::record_agent_run(log, &a.env, &r)
+        && let Err(e) = crate::audit::record_agent_run(log, &req.env, &r)
     {
         eprintln!("agent-rsh: warning: {e}");
     }
     if a.json || a.events {
-        print_json_result(&r, a.events);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", json_result(&r, a.events));
+        let _ = out.flush();
     } else {
         report_text(&r);
     }
-    r.exit_code()
+    Ok(exit_code(r.exit_code()))
 }
 
-fn print_json_result(r: &RunResult, as_event: bool) {
-    let mut out = std::io::stdout().lock();
-    let line = if as_event {
+/// The RunResult as one JSON line (an `exit` event with --events).
+fn json_result(r: &RunResult, as_event: bool) -> String {
+    if as_event {
         serde_json::to_string(&Event::Exit(r)).expect("event serializes")
     } else {
         r.to_json()
-    };
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    }
 }
 
 /// Text mode's closing words, on stderr so stdout stays the command's.
@@ -338,24 +377,16 @@ fn report_text(r: &RunResult) {
     }
 }
 
-fn cmd_check(a: CheckArgs) -> i32 {
-    let policy = match load_policy(&a.policy) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let req = Request {
-        command: a.command.input(),
-        cwd: a.cwd.clone(),
-        timeout_ms: None,
-        env: a.env.clone(),
-        stdin: StdinMode::Null,
-    };
+fn cmd_check(policy: Option<&Path>, a: CheckArgs) -> CliResult {
+    let policy = load_policy(policy)?;
+    let req = a.request.request(StdinMode::Null);
     if let CommandInput::Line(line) = &req.command
-        && let Some(code) = check_script(&policy, &req, line, a.json)
+        && let Some(code) =
+            check_script(&policy, &req, line, a.request.workspace.as_deref(), a.json)
     {
-        return code;
+        return Ok(exit_code(code));
     }
-    let (verdict, judged) = check::check_judged(&policy, &req);
+    let (verdict, judged) = check::admit_explained(&policy, &req, a.request.workspace.as_deref());
     if a.json {
         let mut v = match &verdict {
             Ok(plan) => serde_json::json!({
@@ -391,16 +422,22 @@ fn cmd_check(a: CheckArgs) -> i32 {
         // A closed stdout (`| head`) must not turn into a panic.
         let _ = std::io::stdout().write_all(check::judge::findings_text(&judged).as_bytes());
     }
-    match verdict {
+    Ok(exit_code(match verdict {
         Ok(_) => 0,
         Err(d) if d.kind == check::DenialKind::NotFound => code::NOT_FOUND,
         Err(_) => code::DENIED,
-    }
+    }))
 }
 
 /// `check` of a compound command: the parsed structure and every stage's
 /// verdict. None when the line is a simple command (the usual report).
-fn check_script(policy: &Policy, req: &Request, line: &str, json: bool) -> Option<i32> {
+fn check_script(
+    policy: &Policy,
+    req: &Request,
+    line: &str,
+    workspace: Option<&Path>,
+    json: bool,
+) -> Option<i32> {
     if policy.syntax != policy::Syntax::Compound {
         return None;
     }
@@ -411,9 +448,9 @@ fn check_script(policy: &Policy, req: &Request, line: &str, json: bool) -> Optio
         return None;
     }
     // The whole verdict (cwd, env and timeout included), as `run` decides.
-    let verdict = check::check(policy, req);
+    let verdict = check::admit(policy, req, workspace);
     let cwd = check::confine_cwd(req.cwd.as_deref()).unwrap_or_default();
-    let sp = crate::script::plan(policy, line, &cwd, None, true).ok();
+    let sp = crate::script::plan(policy, line, &cwd, workspace, true).ok();
     let (word, code) = match &verdict {
         Ok(_) => ("allow", 0),
         Err(d) if d.kind == check::DenialKind::NotFound => ("notFound", code::NOT_FOUND),
@@ -486,89 +523,51 @@ fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-fn cmd_policy(p: PolicyCmd) -> i32 {
+fn cmd_policy(path: Option<&Path>, p: PolicyCmd) -> CliResult {
     match p {
-        PolicyCmd::Show { policy: arg, rules } => match Policy::locate(arg.policy.as_deref()) {
-            Ok((policy, source)) if rules => {
+        PolicyCmd::Show { rules } => {
+            let (policy, source) =
+                Policy::locate(path).map_err(|e| CliError::policy(&e, "nothing was run"))?;
+            if rules {
                 print!(
                     "{}",
                     check::judge::rules_in_force(&policy, &source.to_string())
                 );
-                0
-            }
-            Ok((policy, source)) => {
+            } else {
                 println!("# effective policy, from {source}");
                 print!("{}", policy.to_toml());
                 print!("{}", check::judge::packs_summary(&policy));
-                0
             }
-            Err(e) => report_policy_error(&e),
-        },
-        PolicyCmd::Check { file } => match Policy::load_file(&file) {
-            Ok(_) => {
-                println!("{}: ok", file.display());
-                0
-            }
-            Err(e) => {
-                eprintln!("agent-rsh: {e}");
-                code::FAILED
-            }
-        },
+            Ok(ExitCode::SUCCESS)
+        }
+        PolicyCmd::Check { file } => {
+            Policy::load_file(&file).map_err(|e| CliError::new(code::FAILED, e))?;
+            println!("{}: ok", file.display());
+            Ok(ExitCode::SUCCESS)
+        }
         PolicyCmd::Init { file: None } => {
             print!("{}", policy::EXAMPLE_POLICY);
-            0
+            Ok(ExitCode::SUCCESS)
         }
         PolicyCmd::Init { file: Some(path) } => {
-            let written = std::fs::OpenOptions::new()
+            std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&path)
-                .and_then(|mut f| f.write_all(policy::EXAMPLE_POLICY.as_bytes()));
-            match written {
-                Ok(()) => {
-                    eprintln!("agent-rsh: wrote {}", path.display());
-                    0
-                }
-                Err(e) => {
-                    eprintln!(
-                        "agent-rsh: cannot write {}: {e} (it is never overwritten; choose a new path)",
-                        path.display()
-                    );
-                    code::FAILED
-                }
-            }
+                .and_then(|mut f| f.write_all(policy::EXAMPLE_POLICY.as_bytes()))
+                .map_err(|e| {
+                    CliError::new(
+                        code::FAILED,
+                        format!(
+                            "cannot write {}: {e} (it is never overwritten; choose a new path)",
+                            path.display()
+                        ),
+                    )
+                })?;
+            eprintln!("agent-rsh: wrote {}", path.display());
+            Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// Live text: the child's bytes to our stdout and stderr as they arrive.
-struct TextSink;
-
-impl Sink for TextSink {
-    fn output(&mut self, stream: Stream, data: &[u8]) {
-        // A closed stdout (e.g. `| head`) must not stop the pump: the run
-        // goes on and its output is dropped.
-        let _ = match stream {
-            Stream::Stdout => write_all_fd(1, data),
-            Stream::Stderr => write_all_fd(2, data),
-        };
-    }
-}
-
-fn write_all_fd(fd: i32, mut data: &[u8]) -> std::io::Result<()> {
-    while !data.is_empty() {
-        // SAFETY: write from a live slice.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        data = &data[n as usize..];
-    }
-    Ok(())
 }
 
 struct NullSink;

@@ -8,10 +8,26 @@ use crate::check::{self, Denial, Request};
 use crate::confine::{Confinement, Stage};
 use crate::exec::{self, Sink};
 use crate::policy::Policy;
+use crate::result::Stream;
 use crate::result::{Encoding, RunResult, Status};
 use crate::script::job::ScriptJob;
 use crate::workspace::Workspace;
 use std::path::PathBuf;
+
+/// Live text: the command's bytes to our stdout and stderr as they arrive
+/// (`run` in text mode, `-c` and the interactive shell).
+pub struct TextSink;
+
+impl Sink for TextSink {
+    fn output(&mut self, stream: Stream, data: &[u8]) {
+        // A closed stdout (e.g. `| head`) must not stop the pump: the run
+        // goes on and its output is dropped.
+        let _ = match stream {
+            Stream::Stdout => crate::sys::write_all(std::io::stdout(), data),
+            Stream::Stderr => crate::sys::write_all(std::io::stderr(), data),
+        };
+    }
+}
 
 /// How a face wants the run carried out, beyond the request itself.
 #[derive(Debug, Clone)]
@@ -52,17 +68,10 @@ pub fn execute(
     sink: &mut dyn Sink,
 ) -> RunResult {
     let command = req.display();
-    let known_ws = opts
-        .workspace
-        .as_ref()
-        .map(|w| w.canonicalize().unwrap_or(w.clone()));
-    let mut plan = match check::check_in(policy, req, known_ws.as_deref()) {
+    let mut plan = match check::admit(policy, req, opts.workspace.as_deref()) {
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };
-    if let Err(d) = check::reach::loaded_policy_out_of_reach(policy, opts.workspace.as_deref()) {
-        return RunResult::denied(command, d);
-    }
     let ws = match &opts.workspace {
         Some(dir) => Workspace::persistent(dir),
         None => Workspace::fresh(policy.workspace.parent.as_deref()),
@@ -97,10 +106,11 @@ pub fn execute(
         }
         None => None,
     };
-    let mut confinement = match Confinement::prepare(policy, &plan, ws.root()) {
-        Ok(c) => c,
-        Err(e) => return RunResult::failed(command, e),
-    };
+    let mut confinement =
+        match Confinement::prepare(policy, &plan, ws.root(), ws.is_fresh() && !opts.keep) {
+            Ok(c) => c,
+            Err(e) => return RunResult::failed(command, e),
+        };
     let envp = plan.envp(ws.root());
     let mut script_sink = ScriptSink(sink);
     let sink: &mut dyn Sink = if job.is_some() {

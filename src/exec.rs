@@ -132,10 +132,10 @@ fn cstring(s: &[u8], what: &str) -> io::Result<CString> {
 
 /// Everything the children need, built before clone.
 struct ChildSpec {
-    program: CString,
-    argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
-    cwd: CString,
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
     stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
@@ -144,6 +144,8 @@ struct ChildSpec {
     lifeline: RawFd,
     new_pgrp: bool,
     pid_ns: bool,
+    /// Build the mount view (the guardian is cloned with CLONE_NEWNS).
+    view: bool,
     mask: libc::sigset_t,
     /// Kept open across exec (`Plan::pass_fd`), or -1.
     pass_fd: RawFd,
@@ -199,33 +201,6 @@ pub fn run(
         .collect::<io::Result<_>>()?;
     let cwd_c = cstring(cwd.as_os_str().as_bytes(), "cwd")?;
 
-    let (out_r, out_w) = pipe(libc::O_CLOEXEC)?;
-    let (err_r, err_w) = pipe(libc::O_CLOEXEC)?;
-    let (xerr_r, xerr_w) = pipe(libc::O_CLOEXEC)?;
-    let (status_r, status_w) = pipe(libc::O_CLOEXEC)?;
-    // The write end stays open in agent-rsh for the whole run; the guardian
-    // sees end of file on the read end when agent-rsh dies.
-    let (life_r, _lifeline_w) = pipe(libc::O_CLOEXEC)?;
-    let mut stdin_writer: Option<(OwnedFd, &[u8])> = None;
-    let stdin_child: Option<OwnedFd> = match &plan.stdin {
-        StdinMode::Null => Some(std::fs::File::open("/dev/null")?.into()),
-        StdinMode::Inherit => None,
-        StdinMode::Data(bytes) => {
-            let (r, w) = pipe(libc::O_CLOEXEC)?;
-            stdin_writer = Some((w, bytes.as_slice()));
-            Some(r)
-        }
-        StdinMode::Fd(fd) => {
-            // SAFETY: F_DUPFD_CLOEXEC returns a new fd we own.
-            let dup = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3) };
-            if dup < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: a new fd, owned by nobody else.
-            Some(unsafe { OwnedFd::from_raw_fd(dup) })
-        }
-    };
-
     let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envv: Vec<*const libc::c_char> = envp_c.iter().map(|c| c.as_ptr()).collect();
@@ -244,40 +219,45 @@ pub fn run(
         }
         m
     };
-    let mut spec = ChildSpec {
-        program,
-        argv,
-        envp: envv,
-        cwd: cwd_c,
-        stdin: stdin_child.as_ref().map_or(-1, |f| f.as_raw_fd()),
-        stdout: out_w.as_raw_fd(),
-        stderr: err_w.as_raw_fd(),
-        exec_err: xerr_w.as_raw_fd(),
-        status: status_w.as_raw_fd(),
-        lifeline: life_r.as_raw_fd(),
-        // With the caller's terminal as stdin the child must stay in the
-        // foreground process group, or reading the tty stops it.
-        new_pgrp: plan.stdin != StdinMode::Inherit,
-        pid_ns: confinement.want_pid_namespace,
-        mask,
-        pass_fd: plan.pass_fd.unwrap_or(-1),
-    };
 
-    let guardian = match spawn_guardian(&mut spec, confinement) {
-        // A kernel that refuses the extra namespaces (netns) still gets a
-        // run: the seccomp socket filter holds without them.
-        Err(_) if confinement.give_up_extra_namespaces() => {
-            spec.pid_ns = confinement.want_pid_namespace;
-            spawn_guardian(&mut spec, confinement)?
+    // A mount view that cannot be built (a /proc the kernel will not mount
+    // again, say) is given up and the guardian started again without it:
+    // nothing of the command has run yet, and the seccomp filter then holds
+    // the metadata and socket guarantees instead.
+    let started_run = loop {
+        let s = start(
+            plan,
+            confinement,
+            ChildSpecParts {
+                program: &program,
+                argv: &argv,
+                envp: &envv,
+                cwd: &cwd_c,
+                mask,
+            },
+        )?;
+        if let Some((Stage::MountView, e)) = s.exec_error
+            && confinement.give_up_view(&format!(
+                "building it failed: {}",
+                io::Error::from_raw_os_error(e)
+            ))
+        {
+            reap(s.guardian);
+            continue;
         }
-        r => r?,
+        break s;
     };
-    confinement.set_pid_namespace(spec.pid_ns);
-    confinement.set_extra_namespaces();
-    drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
-
-    // Exec errors arrive before anything else; EOF means exec succeeded.
-    let exec_error = read_exec_error(&xerr_r);
+    let Started {
+        guardian,
+        pid_ns,
+        out_r,
+        err_r,
+        status_r,
+        _lifeline_w,
+        mut stdin_writer,
+        exec_error,
+    } = started_run;
+    confinement.record_setup(pid_ns);
     // SAFETY: pidfd_open on our own child.
     let pidfd_raw = unsafe { libc::syscall(libc::SYS_pidfd_open, guardian, 0) } as RawFd;
     if pidfd_raw < 0 {
@@ -328,9 +308,7 @@ pub fn run(
             && now >= k
         {
             kill(guardian, libc::SIGKILL);
-            if !spec.pid_ns
-                && let Some(pid) = child_pid
-            {
+            if !pid_ns && let Some(pid) = child_pid {
                 kill(-pid, libc::SIGKILL);
             }
             kill_at = None;
@@ -433,7 +411,7 @@ pub fn run(
             // In a PID namespace every writer is dead now; otherwise a
             // daemon may hold the pipes, so drain for a bounded time.
             drain_until =
-                Some(Instant::now() + Duration::from_millis(if spec.pid_ns { 2000 } else { 200 }));
+                Some(Instant::now() + Duration::from_millis(if pid_ns { 2000 } else { 200 }));
         }
     }
 
@@ -462,6 +440,96 @@ pub fn run(
         stdout: pump.stdout,
         stderr: pump.stderr,
         warnings,
+        exec_error,
+    })
+}
+
+/// What `run` builds once and every start attempt shares.
+struct ChildSpecParts<'a> {
+    program: &'a CString,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    cwd: &'a CString,
+    mask: libc::sigset_t,
+}
+
+/// A started guardian and the parent's ends of its pipes.
+struct Started<'p> {
+    guardian: i32,
+    pid_ns: bool,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+    status_r: OwnedFd,
+    /// Held for the whole run; the guardian sees end of file on its end
+    /// when agent-rsh dies.
+    _lifeline_w: OwnedFd,
+    stdin_writer: Option<(OwnedFd, &'p [u8])>,
+    /// Set when the setup failed before the command's exec.
+    exec_error: Option<(Stage, i32)>,
+}
+
+/// Makes the pipes, starts the guardian and waits for the command's exec
+/// (or the setup's failure).
+fn start<'p>(
+    plan: &'p Plan,
+    confinement: &mut Confinement,
+    parts: ChildSpecParts,
+) -> io::Result<Started<'p>> {
+    let (out_r, out_w) = pipe(libc::O_CLOEXEC)?;
+    let (err_r, err_w) = pipe(libc::O_CLOEXEC)?;
+    let (xerr_r, xerr_w) = pipe(libc::O_CLOEXEC)?;
+    let (status_r, status_w) = pipe(libc::O_CLOEXEC)?;
+    let (life_r, lifeline_w) = pipe(libc::O_CLOEXEC)?;
+    let mut stdin_writer: Option<(OwnedFd, &[u8])> = None;
+    let stdin_child: Option<OwnedFd> = match &plan.stdin {
+        StdinMode::Null => Some(std::fs::File::open("/dev/null")?.into()),
+        StdinMode::Inherit => None,
+        StdinMode::Data(bytes) => {
+            let (r, w) = pipe(libc::O_CLOEXEC)?;
+            stdin_writer = Some((w, bytes.as_slice()));
+            Some(r)
+        }
+        StdinMode::Fd(fd) => {
+            // SAFETY: F_DUPFD_CLOEXEC returns a new fd we own.
+            let dup = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if dup < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: a new fd, owned by nobody else.
+            Some(unsafe { OwnedFd::from_raw_fd(dup) })
+        }
+    };
+    let mut spec = ChildSpec {
+        program: parts.program.as_ptr(),
+        argv: parts.argv.as_ptr(),
+        envp: parts.envp.as_ptr(),
+        cwd: parts.cwd.as_ptr(),
+        stdin: stdin_child.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+        exec_err: xerr_w.as_raw_fd(),
+        status: status_w.as_raw_fd(),
+        lifeline: life_r.as_raw_fd(),
+        // With the caller's terminal as stdin the child must stay in the
+        // foreground process group, or reading the tty stops it.
+        new_pgrp: plan.stdin != StdinMode::Inherit,
+        pid_ns: confinement.want_pid_namespace,
+        view: confinement.view().is_some(),
+        mask: parts.mask,
+        pass_fd: plan.pass_fd.unwrap_or(-1),
+    };
+    let guardian = spawn_guardian(&mut spec, confinement)?;
+    drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
+    // Exec errors arrive before anything else; EOF means exec succeeded.
+    let exec_error = read_exec_error(&xerr_r);
+    Ok(Started {
+        guardian,
+        pid_ns: spec.pid_ns,
+        out_r,
+        err_r,
+        status_r,
+        _lifeline_w: lifeline_w,
+        stdin_writer,
         exec_error,
     })
 }
@@ -592,69 +660,99 @@ fn raw_fork(flags: libc::c_ulong) -> libc::c_long {
     }
 }
 
-fn spawn_guardian(spec: &mut ChildSpec, confinement: &Confinement) -> io::Result<i32> {
+/// Starts the guardian with the most confinement the kernel grants:
+/// PID and mount namespaces (with a user namespace for a caller without
+/// CAP_SYS_ADMIN, and a network namespace when wanted), then without the
+/// network namespace, then without the mount view, then without any
+/// namespace. Each step down is recorded; every guarantee still holds by
+/// another mechanism (seccomp refuses metadata changes and UNIX sockets
+/// without the view; the guardian, a child subreaper, kills the whole tree
+/// without the PID namespace).
+fn spawn_guardian(spec: &mut ChildSpec, confinement: &mut Confinement) -> io::Result<i32> {
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: block the signals the guardian will wait for, so none is lost
     // between clone and its signalfd; restored below in the parent.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &spec.mask, &mut old) };
-    let want = spec.pid_ns;
-    let mut r = try_clone(spec, want, confinement);
-    let first_err = errno();
-    let user_ns_refused = want && r < 0 && confinement.needs_user_namespace();
-    if r < 0 && want && confinement.report().mode != crate::policy::ConfinementMode::Required {
-        r = try_clone(spec, false, confinement);
+    let mut r;
+    let mut first_err = 0;
+    loop {
+        r = try_clone(spec, confinement);
+        if r >= 0 {
+            break;
+        }
+        let e = errno();
+        if first_err == 0 {
+            first_err = e;
+        }
+        let why = format!(
+            "the kernel refused a mount namespace: {}",
+            io::Error::from_raw_os_error(e)
+        );
+        if confinement.give_up_extra_namespaces() {
+            continue;
+        }
+        if spec.view && confinement.give_up_view(&why) {
+            spec.view = false;
+            continue;
+        }
+        if spec.pid_ns {
+            spec.pid_ns = false;
+            continue;
+        }
+        break;
     }
-    let last_err = errno();
     // SAFETY: restore the parent's mask.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if r < 0 {
-        let e = io::Error::from_raw_os_error(if want { first_err } else { last_err });
-        return Err(if user_ns_refused {
-            let simulated = confinement.user_namespace().is_none();
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot create a PID namespace for the run: agent-rsh runs without CAP_SYS_ADMIN, so it needs a user namespace for it, and {} ({e}); confinement = \"required\" refuses to run without a PID namespace (allow unprivileged user namespaces, run as root, or set confinement = \"best-effort\")",
-                    crate::confine::userns::blocker(simulated)
-                ),
-            )
-        } else if want {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot create a PID namespace for the run ({e}); confinement = \"required\" needs one (run as root or allow unprivileged user namespaces), or set confinement = \"best-effort\""
-                ),
+        return Err(io::Error::from_raw_os_error(first_err));
+    }
+    if !spec.pid_ns && confinement.want_pid_namespace {
+        let simulated =
+            confinement.user_namespace().is_none() && confinement.needs_user_namespace();
+        let why = if confinement.needs_user_namespace() {
+            format!(
+                "agent-rsh runs without CAP_SYS_ADMIN and {}",
+                crate::confine::userns::blocker(simulated)
             )
         } else {
-            e
-        });
+            format!(
+                "the kernel refused it: {}",
+                io::Error::from_raw_os_error(first_err)
+            )
+        };
+        confinement.note_no_pid_namespace(&why);
     }
     Ok(r as i32)
 }
 
-fn try_clone(spec: &mut ChildSpec, pid_ns: bool, confinement: &Confinement) -> libc::c_long {
-    spec.pid_ns = pid_ns;
+fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
     // The user namespace comes only with the PID namespace it is for; a
     // network namespace alone (best-effort fallback) is then refused and
     // given up as on any kernel that refuses it.
-    let user_ns = if pid_ns {
+    let user_ns = if spec.pid_ns {
         confinement.user_namespace()
     } else {
         None
     };
-    let r = raw_fork(
-        confinement.extra_clone_flags()
-            | if pid_ns {
-                libc::CLONE_NEWPID as libc::c_ulong
-            } else {
-                0
-            }
-            | if user_ns.is_some() {
-                libc::CLONE_NEWUSER as libc::c_ulong
-            } else {
-                0
-            },
-    );
+    if spec.pid_ns && user_ns.is_none() && confinement.needs_user_namespace() {
+        // The simulation seam took user namespaces away.
+        // SAFETY: setting errno for the caller to read.
+        unsafe { *libc::__errno_location() = libc::EPERM };
+        return -1;
+    }
+    let mut flags = confinement.extra_clone_flags();
+    if spec.pid_ns {
+        flags |= libc::CLONE_NEWPID as libc::c_ulong;
+    }
+    if spec.view && (spec.pid_ns || user_ns.is_none() && !confinement.needs_user_namespace()) {
+        flags |= libc::CLONE_NEWNS as libc::c_ulong;
+    } else {
+        spec.view = false;
+    }
+    if user_ns.is_some() {
+        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
+    }
+    let r = raw_fork(flags);
     if r == 0 {
         guardian_main(spec, confinement, user_ns);
     }
@@ -690,19 +788,46 @@ fn guardian_main(
     confinement: &Confinement,
     user_ns: Option<&crate::confine::userns::Maps>,
 ) -> ! {
-    // SAFETY: raw system calls in a freshly cloned child.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        if let Some(maps) = user_ns
-            && let Err(e) = maps.enter()
-        {
-            let b = e.to_ne_bytes();
-            let msg = [Stage::UserNamespace as u8, b[0], b[1], b[2], b[3]];
+    let fail = |stage: Stage, e: i32| -> ! {
+        let b = e.to_ne_bytes();
+        let msg = [stage as u8, b[0], b[1], b[2], b[3]];
+        // SAFETY: write then _exit, raw calls only.
+        unsafe {
             libc::write(spec.exec_err, msg.as_ptr().cast(), msg.len());
             libc::_exit(125);
         }
-        if !spec.pid_ns {
+    };
+    // SAFETY: raw system calls in a freshly cloned child.
+    unsafe {
+        if spec.pid_ns {
+            // PID 1 of the run's namespace: its death kills the tree.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        } else {
+            // Without a PID namespace the guardian must outlive agent-rsh
+            // long enough to kill the tree: it learns of agent-rsh's death
+            // from the lifeline, not by dying with it, and leaves
+            // agent-rsh's process group so a group kill aimed at agent-rsh
+            // does not take it first.
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            if spec.new_pgrp {
+                libc::setpgid(0, 0);
+            }
+        }
+        if let Some(maps) = user_ns
+            && let Err(e) = maps.map_ids()
+        {
+            fail(Stage::UserNamespace, e);
+        }
+        if spec.view
+            && let Some(view) = confinement.view()
+            && let Err(e) = view.build_in_guardian()
+        {
+            fail(Stage::MountView, e);
+        }
+        if let Some(maps) = user_ns
+            && let Err(e) = maps.lock()
+        {
+            fail(Stage::UserNamespace, e);
         }
         let sfd = libc::signalfd(-1, &spec.mask, libc::SFD_CLOEXEC);
         let h = raw_fork(0);
@@ -723,6 +848,41 @@ fn guardian_main(
         if !spec.pid_ns {
             write_msg(spec.status, MSG_PID, h);
         }
+        // Without a PID namespace: kills H's group, then every process that
+        // is (or becomes, as its parent dies) the guardian's child, until
+        // none is left. The guardian is a child subreaper, so a descendant
+        // that called setsid or double-forked is reparented to it.
+        let kill_tree = || {
+            if spec.new_pgrp {
+                libc::kill(-h, libc::SIGKILL);
+            }
+            let mut buf = [0u8; 4096];
+            loop {
+                let fd = libc::open(
+                    c"/proc/thread-self/children".as_ptr(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                );
+                let mut n = 0;
+                if fd >= 0 {
+                    let r = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                    n = r.max(0) as usize;
+                    libc::close(fd);
+                }
+                let mut pid: i32 = 0;
+                for &c in buf[..n].iter().chain(b" ") {
+                    if c.is_ascii_digit() {
+                        pid = pid.saturating_mul(10).saturating_add((c - b'0') as i32);
+                    } else if pid > 0 {
+                        libc::kill(pid, libc::SIGKILL);
+                        pid = 0;
+                    }
+                }
+                let mut st = 0;
+                if libc::waitpid(-1, &mut st, 0) < 0 && errno() == libc::ECHILD {
+                    break;
+                }
+            }
+        };
         let forward = |sig: i32| {
             if spec.pid_ns {
                 libc::kill(-1, sig);
@@ -733,8 +893,8 @@ fn guardian_main(
             }
         };
         let finish = |code: i32| -> ! {
-            if !spec.pid_ns && spec.new_pgrp {
-                libc::kill(-h, libc::SIGKILL);
+            if !spec.pid_ns {
+                kill_tree();
             }
             libc::_exit(code)
         };
@@ -756,7 +916,9 @@ fn guardian_main(
             }
             if fds[1].revents != 0 {
                 // agent-rsh is gone: take the tree down.
-                forward(libc::SIGKILL);
+                if spec.pid_ns {
+                    forward(libc::SIGKILL);
+                }
                 finish(1);
             }
             if fds[0].revents == 0 {
@@ -826,10 +988,10 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
         {
             fail(Stage::Stdio, errno());
         }
-        if libc::chdir(spec.cwd.as_ptr()) != 0 {
+        if libc::chdir(spec.cwd) != 0 {
             fail(Stage::Chdir, errno());
         }
-        if let Err((stage, e)) = confinement.apply_in_child() {
+        if let Err((stage, e)) = confinement.apply_in_child(spec.view) {
             fail(stage, e);
         }
         libc::syscall(
@@ -842,11 +1004,7 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
         if spec.pass_fd >= 0 {
             libc::fcntl(spec.pass_fd, libc::F_SETFD, 0);
         }
-        libc::execve(
-            spec.program.as_ptr(),
-            spec.argv.as_ptr(),
-            spec.envp.as_ptr(),
-        );
+        libc::execve(spec.program, spec.argv, spec.envp);
         fail(Stage::Exec, errno());
     }
 }

@@ -1,3 +1,3 @@
-fn main() {
-    std::process::exit(agent_rsh::cli::main());
+fn main() -> std::process::ExitCode {
+    agent_rsh::cli::main()
 }

@@ -1,10 +1,11 @@
 //! `Plan`: a checked request, everything exec needs and nothing it must decide.
 
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What the child's standard input is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StdinMode {
     /// `/dev/null` (the default: an agent cannot answer a prompt).
     Null,
@@ -13,7 +14,9 @@ pub enum StdinMode {
     /// These bytes, then end of file (MCP's `stdin` argument).
     Data(Vec<u8>),
     /// An fd the caller owns and keeps open for the whole run (a job's
-    /// stdin FIFO); the child gets a duplicate of it.
+    /// stdin FIFO); the child gets a duplicate of it. An fd means nothing
+    /// in another process, so it is never serialized.
+    #[serde(skip)]
     Fd(std::os::fd::RawFd),
 }
 

@@ -1,6 +1,6 @@
 //! `RunResult`, the bounded output capture, and the JSON-lines events.
 
-use crate::check::{Denial, DenialKind};
+use crate::denial::{Denial, DenialKind};
 use base64::Engine as _;
 use serde::Serialize;
 use std::collections::VecDeque;

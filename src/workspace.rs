@@ -1,6 +1,6 @@
 //! The run's workspace: a fresh private directory, or a persistent one.
 
-use crate::check::Denial;
+use crate::denial::Denial;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -57,6 +57,12 @@ impl Workspace {
             temp: None,
             _in_use: None,
         })
+    }
+
+    /// Whether the workspace was made for this run (and is removed after
+    /// it).
+    pub fn is_fresh(&self) -> bool {
+        self.temp.is_some()
     }
 
     pub fn root(&self) -> &Path {

@@ -125,7 +125,7 @@ fuzz_target!(|data: &[u8]| {
 
     let lexed = lex::lex(s, 8192);
     let req = Request::line(s);
-    let checked = check::check(policy(), &req);
+    let checked = check::admit(policy(), &req, None);
     match (&lexed, &checked) {
         (Ok(words), Ok(plan)) => {
             let texts: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
@@ -146,7 +146,7 @@ fuzz_target!(|data: &[u8]| {
         command: CommandInput::Argv(words.clone()),
         ..Request::line("")
     };
-    if check::check(policy(), &argv_req).is_ok() {
+    if check::admit(policy(), &argv_req, None).is_ok() {
         for w in &words {
             assert!(lex::check_argv_word(w, 0).is_ok(), "{w:?} passed --argv");
         }

@@ -2,6 +2,7 @@
 
 use super::Denial;
 use crate::policy::Policy;
+pub use crate::policy::env::{PINNED, dangerous};
 use std::ffi::OsString;
 
 /// Non-interactive defaults agents need; the policy's `env.set` overrides them.
@@ -14,110 +15,6 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("LESSSECURE", "1"),
     ("NO_COLOR", "1"),
 ];
-
-/// Variables that point into the workspace at run time (see `Plan::envp`).
-/// The policy may set them explicitly; a call may not.
-pub const PINNED: &[&str] = &[
-    "PATH",
-    "HOME",
-    "TMPDIR",
-    "XDG_CACHE_HOME",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "XDG_STATE_HOME",
-    "CARGO_HOME",
-    "npm_config_cache",
-];
-
-/// Names that let a variable run code or load a library in the child.
-/// Returns why, or None when the name is harmless.
-pub fn dangerous(name: &str) -> Option<&'static str> {
-    const EXACT: &[&str] = &[
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PS4",
-        "PROMPT_COMMAND",
-        "IFS",
-        "CDPATH",
-        "GLOBIGNORE",
-        "NODE_OPTIONS",
-        "NODE_PATH",
-        "PYTHONPATH",
-        "PYTHONSTARTUP",
-        "PYTHONHOME",
-        "PYTHONINSPECT",
-        "PYTHONBREAKPOINT",
-        "PERL5OPT",
-        "PERL5LIB",
-        "PERLLIB",
-        "PERL5DB",
-        "RUBYOPT",
-        "RUBYLIB",
-        "LESSOPEN",
-        "LESSCLOSE",
-        "LESSKEY",
-        "LESSSECURE",
-        "EDITOR",
-        "VISUAL",
-        "PAGER",
-        "MANPAGER",
-        "BROWSER",
-        "SSH_ASKPASS",
-        "SUDO_ASKPASS",
-        "JAVA_TOOL_OPTIONS",
-        "_JAVA_OPTIONS",
-        "JDK_JAVA_OPTIONS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTC",
-        "GCONV_PATH",
-        "LOCPATH",
-        "NLSPATH",
-        "HOSTALIASES",
-        "RESOLV_HOST_CONF",
-        "GETCONF_DIR",
-        "MALLOC_CHECK_",
-        "TMPDIR",
-        "HOME",
-        "PATH",
-        "npm_config_script_shell",
-        "NPM_CONFIG_SCRIPT_SHELL",
-    ];
-    const PREFIXES: &[&str] = &["LD_", "DYLD_", "BASH_FUNC_", "GIT_CONFIG", "GLIBC_TUNABLES"];
-    if EXACT.contains(&name) {
-        return Some("it can make the child run or load another program, or escape the workspace");
-    }
-    if PREFIXES.iter().any(|p| name.starts_with(p)) {
-        return Some("it can make the child load code or change its configuration");
-    }
-    if name.starts_with("GIT_")
-        && [
-            "COMMAND",
-            "SSH",
-            "EXEC",
-            "PAGER",
-            "EDITOR",
-            "ASKPASS",
-            "PROXY",
-            "EXTERNAL",
-            "TEMPLATE",
-            "DIR",
-            "WORK_TREE",
-        ]
-        .iter()
-        .any(|w| name.contains(w))
-    {
-        return Some("git runs programs or reads repositories named by it");
-    }
-    if name.starts_with("CARGO_")
-        && (name.ends_with("_RUNNER") || name.contains("WRAPPER") || name == "CARGO_HOME")
-    {
-        return Some("cargo runs the program it names");
-    }
-    None
-}
 
 /// Builds the environment from: defaults, `env.pass` taken from `inherited`,
 /// the policy's `env.set`, then the call's `NAME=VALUE` list. Pinned

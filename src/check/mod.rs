@@ -13,15 +13,16 @@ pub mod reach;
 pub mod rules;
 pub mod wrappers;
 
-use crate::lex::{self, LexError};
+pub use crate::denial::{Denial, DenialKind};
+use crate::lex;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{Policy, Syntax};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 /// How the command arrives.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CommandInput {
     /// One string, lexed with bash's rules.
     Line(String),
@@ -29,8 +30,9 @@ pub enum CommandInput {
     Argv(Vec<String>),
 }
 
-/// Everything a caller asks for; every face builds one of these.
-#[derive(Debug, Clone)]
+/// Everything a caller asks for; every face builds one of these (and a
+/// job's supervisor receives it serialized in the job's spec).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     pub command: CommandInput,
     /// Working directory relative to the workspace root.
@@ -43,14 +45,19 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn line(command: impl Into<String>) -> Request {
+    /// A request for `command` with every option at its default.
+    pub fn new(command: CommandInput) -> Request {
         Request {
-            command: CommandInput::Line(command.into()),
+            command,
             cwd: None,
             timeout_ms: None,
             env: Vec::new(),
             stdin: StdinMode::Null,
         }
+    }
+
+    pub fn line(command: impl Into<String>) -> Request {
+        Request::new(CommandInput::Line(command.into()))
     }
 
     /// The command as text, for reports.
@@ -62,114 +69,52 @@ impl Request {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum DenialKind {
-    /// Refused by the policy: exit 126.
-    Denied,
-    /// Allowed, but no such program on the policy's search path: exit 127.
-    NotFound,
-}
-
-/// A refusal with everything a caller needs to correct the command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Denial {
-    #[serde(skip)]
-    pub kind: DenialKind,
-    pub rule: String,
-    pub reason: String,
-    /// Byte offset in the command string, when it was lexed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<usize>,
-    /// Index in argv of the word at fault.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub arg_index: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-}
-
-impl Denial {
-    pub fn new(rule: &str, reason: impl Into<String>, hint: impl Into<String>) -> Denial {
-        Denial {
-            kind: DenialKind::Denied,
-            rule: rule.to_string(),
-            reason: reason.into(),
-            offset: None,
-            arg_index: None,
-            hint: Some(hint.into()),
-        }
-    }
-
-    pub fn at_arg(mut self, index: usize) -> Denial {
-        self.arg_index = Some(index);
-        self
-    }
-}
-
-impl From<LexError> for Denial {
-    fn from(e: LexError) -> Denial {
-        Denial {
-            kind: DenialKind::Denied,
-            rule: e.rule.to_string(),
-            reason: e.reason,
-            offset: Some(e.offset),
-            arg_index: None,
-            hint: Some(e.hint.to_string()),
-        }
-    }
-}
-
-impl Denial {
-    /// Where the fault is, for people: "argument 2, at byte 7", or either
-    /// half alone (lexer refusals have no argument, `--argv` words no byte).
-    pub fn location(&self) -> Option<String> {
-        match (self.arg_index, self.offset) {
-            (Some(i), Some(o)) => Some(format!("argument {i}, at byte {o}")),
-            (Some(i), None) => Some(format!("argument {i}")),
-            (None, Some(o)) => Some(format!("at byte {o}")),
-            (None, None) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Denial {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.rule, self.reason)?;
-        if let Some(at) = self.location() {
-            write!(f, " ({at})")?;
-        }
-        if let Some(h) = &self.hint {
-            write!(f, "; {h}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The whole check: a request either becomes a `Plan` or is refused.
-pub fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
-    check_in(policy, req, None)
-}
-
-/// The check, knowing the workspace's absolute path when the run will use
-/// an existing one (`--workspace`, the login shell's home): a compound
-/// command may then name it in redirections and `cd`.
-pub fn check_in(policy: &Policy, req: &Request, workspace: Option<&Path>) -> Result<Plan, Denial> {
-    check_into(
+/// The verdict, the only one: a request either becomes a `Plan` or is
+/// refused. Every face reaches it (`run`, `check`, `-c` and the shell
+/// through `engine::execute`, `spawn` before it detaches, the job's
+/// supervisor, MCP), so they cannot disagree. `workspace` is the persistent
+/// workspace the run will use, if any (a fresh one cannot hold the policy).
+///
+/// The command is checked first, then the policy's reach: a command that is
+/// refused anyway is reported for what is wrong with it.
+pub fn admit(policy: &Policy, req: &Request, workspace: Option<&Path>) -> Result<Plan, Denial> {
+    admit_into(
         policy,
         req,
+        workspace,
         &mut judge::Judgement::default(),
         false,
-        workspace,
     )
 }
 
-/// The check, with what the argument rules saw (for `agent-rsh check`):
+/// `admit`, with what the argument rules saw (for `agent-rsh check`):
 /// every rule that fired and the argv as each program reads it.
-pub fn check_judged(policy: &Policy, req: &Request) -> (Result<Plan, Denial>, judge::Judgement) {
+pub fn admit_explained(
+    policy: &Policy,
+    req: &Request,
+    workspace: Option<&Path>,
+) -> (Result<Plan, Denial>, judge::Judgement) {
     let mut judgement = judge::Judgement::default();
-    let plan = check_into(policy, req, &mut judgement, true, None);
+    let plan = admit_into(policy, req, workspace, &mut judgement, true);
     (plan, judgement)
+}
+
+fn admit_into(
+    policy: &Policy,
+    req: &Request,
+    workspace: Option<&Path>,
+    judgement: &mut judge::Judgement,
+    explain: bool,
+) -> Result<Plan, Denial> {
+    let plan = check_into(policy, req, judgement, explain, workspace)?;
+    reach::loaded_policy_out_of_reach(policy, workspace)?;
+    Ok(plan)
+}
+
+/// The command's own checks, without the policy's reach (unit tests).
+#[cfg(test)]
+fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
+    check_into(policy, req, &mut judge::Judgement::default(), false, None)
 }
 
 fn check_into(
@@ -180,8 +125,9 @@ fn check_into(
     workspace: Option<&Path>,
 ) -> Result<Plan, Denial> {
     // Compound syntax: a string the simple lexer accepts is one simple
-    // command with literal words (the fast path, as with "simple"); any
-    // other string is parsed and checked as a script.
+    // command with literal words (the fast path, as with "simple"), unless
+    // it names a shell builtin; any other string is parsed and checked as
+    // a script.
     let (argv, offsets) = match &req.command {
         CommandInput::Line(line) if policy.syntax == Syntax::Compound => {
             match lex::lex(line, policy.max_command_bytes) {
@@ -264,7 +210,8 @@ fn script_plan(
     explain: bool,
 ) -> Result<Plan, Denial> {
     let cwd = confine_cwd(req.cwd.as_deref())?;
-    let sp = crate::script::plan(policy, line, &cwd, workspace, explain)?;
+    let known = workspace.map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()));
+    let sp = crate::script::plan(policy, line, &cwd, known.as_deref(), explain)?;
     if let Some(d) = sp.verified.denial() {
         return Err(d.clone());
     }

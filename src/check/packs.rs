@@ -4,7 +4,8 @@
 use super::args::{Grammar, Grammars};
 use super::rules::RuleSpec;
 use super::wrappers::WrapperSpec;
-use serde::{Deserialize, Serialize};
+pub use crate::policy::rules::PackSwitches;
+use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
@@ -131,56 +132,6 @@ impl Grammars for Builtin {
     }
 }
 
-/// The policy's switches for built-in packs: `[packs]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PackSwitches {
-    /// Built-in packs switched off, by name: a tool's pack is named after
-    /// it (`find`, `git`, `awk`), guard packs `guard.fs`, `guard.git`, ...;
-    /// `agent-rsh policy show --rules` lists them.
-    pub off: Vec<String>,
-    /// Single built-in rules switched off, by id (`args.git.config-option`).
-    pub rules_off: Vec<String>,
-}
-
-impl PackSwitches {
-    /// Is this built-in rule in force?
-    pub fn enabled(&self, rule: &RuleSpec) -> bool {
-        !self.off.iter().any(|p| p == rule.pack()) && !self.rules_off.contains(&rule.id)
-    }
-
-    /// Unknown names are errors: a typo must not leave a pack on (or
-    /// silently do nothing).
-    pub fn validate(&self) -> Result<(), String> {
-        let b = builtin();
-        let packs = b.packs();
-        for p in &self.off {
-            if !packs.contains(p.as_str()) {
-                return Err(format!(
-                    "packs.off: no built-in pack {p:?}; the packs are: {}",
-                    packs.iter().copied().collect::<Vec<_>>().join(", ")
-                ));
-            }
-        }
-        for r in &self.rules_off {
-            if !b.rules.iter().any(|x| x.id == *r) {
-                return Err(format!(
-                    "packs.rules_off: no built-in rule {r:?}; `agent-rsh policy show --rules` lists them"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The policy's own rules: `[[rules]]`, checked when the policy is loaded.
-pub fn validate_policy_rules(rules: &[RuleSpec]) -> Result<(), String> {
-    for r in rules {
-        r.validate().map_err(|e| format!("[[rules]]: {e}"))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,16 +194,9 @@ mod tests {
     }
 
     #[test]
-    fn switches_refuse_unknown_names() {
-        let s = PackSwitches {
-            off: vec!["nope".into()],
-            rules_off: vec![],
-        };
-        assert!(s.validate().is_err());
-        let s = PackSwitches {
-            off: vec!["find".into()],
-            rules_off: vec!["args.git.config-option".into()],
-        };
-        s.validate().unwrap();
+    fn the_rule_ids_listed_at_build_time_are_the_builtin_rules() {
+        let listed: Vec<&str> = crate::policy::rules::builtin_rule_ids().collect();
+        let parsed: Vec<&str> = builtin().rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(listed, parsed);
     }
 }

@@ -44,9 +44,9 @@ pub fn policy_out_of_reach(
     Ok(())
 }
 
-/// The same refusal for a loaded policy, wherever it came from: every face
-/// reaches it through `engine::execute` (and `jobs::spawn`, before it
-/// detaches), so none can run a command that could rewrite its own policy.
+/// The same refusal for a loaded policy, wherever it came from: part of
+/// `check::admit`, so no face can run a command that could rewrite its own
+/// policy, and `agent-rsh check` says so too.
 pub fn loaded_policy_out_of_reach(policy: &Policy, workspace: Option<&Path>) -> Result<(), Denial> {
     match &policy.origin {
         Some(path) => policy_out_of_reach(&Source::File(path.clone()), workspace, policy),

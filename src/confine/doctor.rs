@@ -32,20 +32,46 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         (false, Duration::ZERO)
     };
     let (_, plain_cost) = probe::try_namespaces(pid_flags);
+    let mountns = !k.simulated.contains(&"mountns")
+        && probe::try_namespaces(
+            pid_flags
+                | if pidns {
+                    libc::CLONE_NEWNS as libc::c_ulong
+                } else {
+                    0
+                },
+        )
+        .0;
 
     // A run of agent-rsh itself in a scratch directory stands in for any
     // command: the layers do not depend on which program runs.
     let program = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
     let scratch = std::env::temp_dir();
-    let prepared = Confinement::prepare_for(
+    let mut prepared = Confinement::prepare_for(
         policy,
         &program,
         Duration::from_millis(policy.limits.timeout_ms),
         false,
         &scratch,
+        true,
     );
     let off = policy.confinement == ConfinementMode::Off;
-    let pid_fail = !off && !pidns && policy.confinement == ConfinementMode::Required;
+    if let Ok(c) = prepared.as_mut() {
+        if !(mountns && pidns) {
+            c.give_up_view("this kernel or account refuses a mount namespace here");
+        }
+        if !pidns && !off {
+            c.note_no_pid_namespace(&if user_ns_needed {
+                format!(
+                    "agent-rsh runs without CAP_SYS_ADMIN and {}",
+                    super::userns::blocker(k.simulated.contains(&"userns"))
+                )
+            } else {
+                "the kernel refuses it".to_string()
+            });
+        }
+        c.record_setup(!off && pidns);
+    }
     let (would, problem) = match &prepared {
         Ok(c) => {
             let mut r = serde_json::to_value(c.report()).unwrap_or_default();
@@ -58,17 +84,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                     l.as_object_mut().map(|o| o.remove(key));
                 }
             }
-            let problem = pid_fail.then(|| {
-                if user_ns_needed {
-                    format!(
-                        "a PID namespace is not available: agent-rsh runs without CAP_SYS_ADMIN, so it needs a user namespace for it, and {}; confinement = \"required\" refuses to run (allow unprivileged user namespaces, run as root, or set confinement = \"best-effort\")",
-                        super::userns::blocker(k.simulated.contains(&"userns"))
-                    )
-                } else {
-                    "a PID namespace is not available (run as root or allow unprivileged user namespaces); confinement = \"required\" refuses to run".to_string()
-                }
-            });
-            (Some(r), problem)
+            (Some(r), None::<String>)
         }
         Err(e) => (None, Some(e.clone())),
     };
@@ -88,6 +104,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 "capSysAdmin": !user_ns_needed,
                 "userNamespace": user_ns_available,
                 "networkNamespace": netns,
+                "mountNamespace": mountns,
                 "networkNamespaceCostUs": netns.then(|| netns_cost.saturating_sub(plain_cost).as_micros() as u64),
             },
             "simulatedMissing": k.simulated,
@@ -143,6 +160,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 ""
             }
         );
+        println!("  mount namespace:   {}", yes(mountns));
         println!(
             "  network namespace: {}{}",
             yes(netns),
@@ -202,6 +220,17 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 "  network namespace: {}",
                 yes(c.extra_clone_flags() != 0 && netns)
             );
+            println!(
+                "  mount view:        {}",
+                if r.mount_view {
+                    match r.workspace_bytes {
+                        Some(b) => format!("yes (fresh workspace: a tmpfs of {b} B)"),
+                        None => "yes".to_string(),
+                    }
+                } else {
+                    "no".to_string()
+                }
+            );
             println!("  no_new_privs:      {}", yes(r.no_new_privs));
             println!(
                 "  capabilities:      {}",
@@ -221,6 +250,15 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 l.address_space_bytes
                     .map_or("unlimited".to_string(), |b| format!("{b} B"))
             );
+        }
+        if let Ok(c) = prepared.as_ref() {
+            let g = &c.report().guarantees;
+            println!("guarantees and what holds them:");
+            println!("  only allowed programs execute:      {}", g.exec);
+            println!("  nothing outside the scopes changes: {}", g.files);
+            println!("  modes, owners, times, xattrs:       {}", g.metadata);
+            println!("  no socket outside the scopes:       {}", g.sockets);
+            println!("  no descendant outlives the run:     {}", g.tree);
         }
         for w in &warnings {
             println!("warning: {w}");

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Groups of refused system calls, for reports and hints.
-pub const DENIED_GROUPS: [&str; 10] = [
+pub const DENIED_GROUPS: [&str; 12] = [
     "ptrace and process_vm_*",
     "io_uring",
     "bpf and perf_event_open",
@@ -20,13 +20,67 @@ pub const DENIED_GROUPS: [&str; 10] = [
     "handle-based open, userfaultfd, pidfd_getfd, kcmp",
     "host administration (reboot, swap, clock, hostname, syslog, acct, quotactl, chroot)",
     "terminal input injection (TIOCSTI, TIOCLINUX)",
+    "setuid and setgid bits (chmod family)",
+    "executable anonymous files (memfd_create without MFD_NOEXEC_SEAL)",
 ];
 
-/// The filter for a network mode; `Err` names why it cannot be built.
-pub fn program(network_allowed: bool) -> Result<&'static [sock_filter], String> {
-    static P: [OnceLock<Result<BpfProgram, String>>; 2] = [OnceLock::new(), OnceLock::new()];
-    P[network_allowed as usize]
-        .get_or_init(|| build(network_allowed))
+/// What a filter is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    pub network_allowed: bool,
+    /// The run has no private mount view: metadata changes (modes, owners,
+    /// times, extended attributes) and pathname UNIX sockets cannot be
+    /// confined to the scopes by the mount table, so they are refused
+    /// everywhere instead.
+    pub without_view: bool,
+}
+
+impl Variant {
+    fn index(self) -> usize {
+        self.network_allowed as usize | (self.without_view as usize) << 1
+    }
+}
+
+/// Calls refused in a run without a private mount view: every change of a
+/// file's metadata (Landlock does not govern them, and root owns the
+/// system's files).
+pub const METADATA_CALLS: [libc::c_long; 18] = [
+    libc::SYS_chmod,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_fchmodat2,
+    libc::SYS_chown,
+    libc::SYS_fchown,
+    libc::SYS_lchown,
+    libc::SYS_fchownat,
+    libc::SYS_utime,
+    libc::SYS_utimes,
+    libc::SYS_futimesat,
+    libc::SYS_utimensat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+];
+
+/// setxattrat and removexattrat (Linux 6.13), not yet in libc.
+#[cfg(target_arch = "x86_64")]
+const XATTRAT_CALLS: [libc::c_long; 2] = [463, 466];
+#[cfg(not(target_arch = "x86_64"))]
+const XATTRAT_CALLS: [libc::c_long; 0] = [];
+
+/// The filter for a variant; `Err` names why it cannot be built.
+pub fn program(v: Variant) -> Result<&'static [sock_filter], String> {
+    static P: [OnceLock<Result<BpfProgram, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    P[v.index()]
+        .get_or_init(|| build(v))
         .as_ref()
         .map(|p| p.as_slice())
         .map_err(Clone::clone)
@@ -36,11 +90,11 @@ fn cond(arg: u8, op: SeccompCmpOp, v: u64) -> SeccompCondition {
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, v).expect("valid seccomp condition")
 }
 
-fn build(network_allowed: bool) -> Result<BpfProgram, String> {
-    build_with(network_allowed, true)
+fn build(v: Variant) -> Result<BpfProgram, String> {
+    build_with(v, true)
 }
 
-fn build_with(network_allowed: bool, fast: bool) -> Result<BpfProgram, String> {
+fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|e| format!("seccomp: unsupported architecture: {e}"))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -123,19 +177,63 @@ fn build_with(network_allowed: bool, fast: bool) -> Result<BpfProgram, String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     rules.insert(libc::SYS_ioctl, ioctl_rules);
-    let families: &[i32] = if network_allowed {
-        &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
+    let families = socket_families(v);
+    let socket_rule = if families.is_empty() {
+        Vec::new()
     } else {
-        &[libc::AF_UNIX]
+        vec![
+            SeccompRule::new(
+                families
+                    .iter()
+                    .map(|&f| cond(0, SeccompCmpOp::Ne, f as u64))
+                    .collect(),
+            )
+            .map_err(|e| e.to_string())?,
+        ]
     };
-    let socket_rule = SeccompRule::new(
-        families
+    rules.insert(libc::SYS_socket, socket_rule);
+
+    // The setuid and setgid bits are never set, in the workspace either
+    // (its mount is nosuid too; this also holds without a mount view).
+    let mode_arg = [
+        (libc::SYS_chmod, 1u8),
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+    ];
+    for (nr, arg) in mode_arg {
+        let r = [libc::S_ISUID, libc::S_ISGID]
             .iter()
-            .map(|&f| cond(0, SeccompCmpOp::Ne, f as u64))
-            .collect(),
-    )
-    .map_err(|e| e.to_string())?;
-    rules.insert(libc::SYS_socket, vec![socket_rule]);
+            .map(|&bit| {
+                SeccompRule::new(vec![cond(
+                    arg,
+                    SeccompCmpOp::MaskedEq(bit as u64),
+                    bit as u64,
+                )])
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        rules.insert(nr, r);
+    }
+    // Anonymous files never execute: a memfd must be created sealed
+    // non-executable (MFD_NOEXEC_SEAL, Linux 6.3), so `execve` of one
+    // fails. Landlock does not see memfds, which live on no path.
+    const MFD_NOEXEC_SEAL: u64 = 0x8;
+    const MFD_EXEC: u64 = 0x10;
+    rules.insert(
+        libc::SYS_memfd_create,
+        vec![
+            SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(MFD_NOEXEC_SEAL), 0)])
+                .map_err(|e| e.to_string())?,
+            SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(MFD_EXEC), MFD_EXEC)])
+                .map_err(|e| e.to_string())?,
+        ],
+    );
+    if v.without_view {
+        for nr in METADATA_CALLS.iter().chain(XATTRAT_CALLS.iter()) {
+            rules.insert(*nr, Vec::new());
+        }
+    }
 
     let denied: Vec<u32> = rules.keys().map(|&nr| nr as u32).collect();
     let filter = SeccompFilter::new(
@@ -154,6 +252,18 @@ fn build_with(network_allowed: bool, fast: bool) -> Result<BpfProgram, String> {
     }
     prog.extend(body);
     Ok(prog)
+}
+
+/// Socket families a variant may create. Without a mount view, UNIX
+/// sockets are refused (socketpair still works): a pathname socket outside
+/// the scopes could otherwise be reached.
+pub fn socket_families(v: Variant) -> &'static [i32] {
+    match (v.network_allowed, v.without_view) {
+        (true, false) => &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6],
+        (true, true) => &[libc::AF_INET, libc::AF_INET6],
+        (false, false) => &[libc::AF_UNIX],
+        (false, true) => &[],
+    }
 }
 
 const LD_W_ABS: u16 = 0x20;
@@ -277,9 +387,15 @@ mod tests {
     fn fast_path_changes_no_verdict() {
         let native = AUDIT_ARCH.unwrap();
         let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-        for net in [false, true] {
-            let fast = build_with(net, true).unwrap();
-            let slow = build_with(net, false).unwrap();
+        for v in [false, true].into_iter().flat_map(|n| {
+            [false, true].map(|w| Variant {
+                network_allowed: n,
+                without_view: w,
+            })
+        }) {
+            let net = v.network_allowed;
+            let fast = build_with(v, true).unwrap();
+            let slow = build_with(v, false).unwrap();
             assert!(fast.len() > slow.len(), "the fast path is in place");
             let arg0s = [
                 libc::AF_UNIX as u64,
@@ -310,7 +426,29 @@ mod tests {
                     [fam as u64, 0, 0, 0, 0, 0],
                 )
             };
-            assert_eq!(sock(libc::AF_UNIX), libc::SECCOMP_RET_ALLOW);
+            assert_eq!(sock(libc::AF_UNIX) == eperm, v.without_view);
+            let chmod = |mode: u32| {
+                eval(
+                    &fast,
+                    libc::SYS_fchmodat as u32,
+                    native,
+                    [0, 0, mode as u64, 0, 0, 0],
+                )
+            };
+            assert_eq!(chmod(0o4755), eperm);
+            assert_eq!(chmod(0o2755), eperm);
+            assert_eq!(chmod(0o755) == eperm, v.without_view);
+            let memfd = |flags: u64| {
+                eval(
+                    &fast,
+                    libc::SYS_memfd_create as u32,
+                    native,
+                    [0, flags, 0, 0, 0, 0],
+                )
+            };
+            assert_eq!(memfd(0), eperm);
+            assert_eq!(memfd(0x10 | 0x8), eperm);
+            assert_eq!(memfd(0x8 | 0x1), libc::SECCOMP_RET_ALLOW);
             assert_eq!(sock(libc::AF_INET) == eperm, !net);
             assert_eq!(eval(&fast, libc::SYS_ptrace as u32, native, [0; 6]), eperm);
             assert_eq!(

@@ -18,6 +18,7 @@ pub mod filter;
 pub mod probe;
 pub mod ruleset;
 pub mod userns;
+pub mod view;
 
 pub use doctor::doctor;
 
@@ -43,6 +44,15 @@ pub struct Report {
     /// The run has its own network namespace (no interfaces but a down
     /// loopback).
     pub network_namespace: bool,
+    /// The run sees a private root holding only its scopes (`view`):
+    /// nothing outside the write scopes can change, no socket outside the
+    /// scopes can be reached.
+    pub mount_view: bool,
+    /// A fresh workspace is a tmpfs of this many bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace_bytes: Option<u64>,
+    /// Which mechanism holds each guarantee of the security model.
+    pub guarantees: Guarantees,
     pub no_new_privs: bool,
     pub landlock: LandlockReport,
     pub seccomp: SeccompReport,
@@ -53,6 +63,23 @@ pub struct Report {
     /// Layers the simulation seam took away (tests only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub simulated_missing: Vec<&'static str>,
+}
+
+/// The mechanism behind each guarantee, as this run holds it.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Guarantees {
+    /// Only allowlisted programs and scopes.exec execute.
+    pub exec: String,
+    /// Nothing outside the workspace and write scopes changes.
+    pub files: String,
+    /// Modes, owners, times and extended attributes outside the write
+    /// scopes.
+    pub metadata: String,
+    /// Sockets outside the scopes.
+    pub sockets: String,
+    /// No descendant outlives the run.
+    pub tree: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -91,6 +118,7 @@ pub enum Stage {
     Seccomp = 7,
     UserNamespace = 8,
     Exec = 9,
+    MountView = 10,
 }
 
 impl Stage {
@@ -105,6 +133,7 @@ impl Stage {
             7 => Stage::Seccomp,
             8 => Stage::UserNamespace,
             9 => Stage::Exec,
+            10 => Stage::MountView,
             _ => return None,
         })
     }
@@ -122,6 +151,7 @@ impl Stage {
                 "mapping the caller's uid and gid into the user namespace (uid 0 without CAP_SYS_ADMIN also needs CAP_SETFCAP to be mapped)"
             }
             Stage::Exec => "executing the program",
+            Stage::MountView => "building the run's private mount view",
         }
     }
 }
@@ -133,6 +163,11 @@ pub struct Confinement {
     landlock: Option<OwnedFd>,
     drop_caps: bool,
     seccomp: Option<&'static [sock_filter]>,
+    /// The filter for a run without its mount view (metadata calls and
+    /// UNIX sockets refused everywhere).
+    seccomp_without_view: Option<&'static [sock_filter]>,
+    /// The private mount view, while it is wanted.
+    view: Option<view::View>,
     /// Ask exec for a PID namespace (the tree dies with its init).
     pub want_pid_namespace: bool,
     /// Create the namespaces inside a new user namespace, with these maps.
@@ -165,13 +200,21 @@ fn missing(
 impl Confinement {
     /// Builds everything the child will apply. Fails (closed) when the
     /// policy requires a layer this kernel cannot provide.
-    pub fn prepare(policy: &Policy, plan: &Plan, workspace: &Path) -> Result<Confinement, String> {
+    /// `fresh`: the workspace is new for this run (it becomes a tmpfs of
+    /// `limits.workspace_bytes` in the mount view).
+    pub fn prepare(
+        policy: &Policy,
+        plan: &Plan,
+        workspace: &Path,
+        fresh: bool,
+    ) -> Result<Confinement, String> {
         Confinement::prepare_for(
             policy,
             &plan.program,
             plan.timeout,
             plan.stdin == StdinMode::Inherit,
             workspace,
+            fresh,
         )
     }
 
@@ -183,6 +226,7 @@ impl Confinement {
         timeout: std::time::Duration,
         tty: bool,
         workspace: &Path,
+        fresh: bool,
     ) -> Result<Confinement, String> {
         let l = &policy.limits;
         let cpu = if l.cpu_seconds > 0 {
@@ -213,6 +257,7 @@ impl Confinement {
             ..Default::default()
         };
         let mut landlock = None;
+        let allowed = ruleset::allowed_programs(policy);
         if off {
             landlock_report.reason = Some("confinement = \"off\"".into());
         } else if kernel.landlock_abi == 0 {
@@ -225,7 +270,6 @@ impl Confinement {
             missing(mode, &mut warnings, "Landlock", &why)?;
             landlock_report.reason = Some(why);
         } else {
-            let allowed = ruleset::allowed_programs(policy);
             let inputs = ruleset::Inputs {
                 program,
                 allowed: &allowed,
@@ -253,6 +297,7 @@ impl Confinement {
 
         let mut seccomp_report = SeccompReport::default();
         let mut seccomp = None;
+        let mut seccomp_without_view = None;
         if off {
             seccomp_report.reason = Some("confinement = \"off\"".into());
         } else if !kernel.seccomp {
@@ -264,16 +309,19 @@ impl Confinement {
             missing(mode, &mut warnings, "seccomp", &why)?;
             seccomp_report.reason = Some(why);
         } else {
-            match filter::program(network_allowed) {
-                Ok(p) => {
+            let variant = |without_view| filter::Variant {
+                network_allowed,
+                without_view,
+            };
+            match filter::program(variant(false))
+                .and_then(|p| filter::program(variant(true)).map(|q| (p, q)))
+            {
+                Ok((p, q)) => {
                     seccomp = Some(p);
+                    seccomp_without_view = Some(q);
                     seccomp_report.enforced = true;
                     seccomp_report.denied = filter::DENIED_GROUPS.to_vec();
-                    seccomp_report.socket_families = if network_allowed {
-                        vec!["unix", "inet", "inet6"]
-                    } else {
-                        vec!["unix"]
-                    };
+                    seccomp_report.socket_families = family_names(variant(false));
                 }
                 Err(e) => {
                     missing(mode, &mut warnings, "seccomp", &e)?;
@@ -293,12 +341,39 @@ impl Confinement {
         // refuses nested namespaces) itself. `userns` says why this keeps
         // the guarantees. With confinement off nothing is added.
         let user_namespace = (!off && !userns::has_cap_sys_admin()).then(userns::Maps::of_caller);
+        let view = if off || kernel.simulated.contains(&"mountns") {
+            None
+        } else {
+            let mut programs: Vec<&Path> = allowed.programs.iter().map(|p| p.as_path()).collect();
+            programs.extend(allowed.loaders.iter().map(|p| p.as_path()));
+            programs.push(program);
+            let bytes = policy.limits.workspace_bytes;
+            let inputs = view::Inputs {
+                read: &policy.scopes.read,
+                search_path: &policy.commands.search_path,
+                programs,
+                exec: &policy.scopes.exec,
+                write: &policy.scopes.write,
+                workspace,
+                workspace_bytes: (fresh && bytes > 0).then_some(bytes),
+                tty,
+            };
+            let rule = landlock.as_ref().map(|fd| {
+                (
+                    fd.as_raw_fd(),
+                    ruleset::workspace_access(kernel.landlock_abi),
+                )
+            });
+            Some(view::View::prepare(&inputs, rule)?)
+        };
         Ok(Confinement {
             rlimits,
             no_new_privs: true,
             landlock,
             drop_caps: !off,
             seccomp,
+            seccomp_without_view,
+            view,
             // The PID namespace is what makes the tree kill exact, so it is
             // wanted even with confinement off (which then tolerates its
             // absence).
@@ -311,6 +386,9 @@ impl Confinement {
                 pid_namespace: false,
                 user_namespace: false,
                 network_namespace: false,
+                mount_view: false,
+                workspace_bytes: None,
+                guarantees: Guarantees::default(),
                 no_new_privs: true,
                 landlock: landlock_report,
                 seccomp: seccomp_report,
@@ -334,6 +412,88 @@ impl Confinement {
     pub fn set_pid_namespace(&mut self, on: bool) {
         self.report.pid_namespace = on;
         self.report.user_namespace = on && self.user_namespace.is_some();
+    }
+
+    /// The mount view the guardian should build, if still wanted.
+    pub fn view(&self) -> Option<&view::View> {
+        self.view.as_ref()
+    }
+
+    /// The kernel refused the mount namespace, or the view could not be
+    /// built: run without it; the seccomp filter then refuses metadata
+    /// changes and UNIX sockets everywhere. Returns whether there was a
+    /// view to give up.
+    pub fn give_up_view(&mut self, why: &str) -> bool {
+        if self.view.take().is_none() {
+            return false;
+        }
+        self.warnings.push(format!(
+            "the run has no private mount view ({why}): metadata changes (chmod, chown, utime, xattrs) and UNIX sockets are refused everywhere by seccomp instead"
+        ));
+        true
+    }
+
+    /// The guardian runs without a PID namespace (`why`): noted in the
+    /// warnings; the guarantees still hold through the subreaper.
+    pub fn note_no_pid_namespace(&mut self, why: &str) {
+        if self.report.mode != ConfinementMode::Off {
+            self.warnings.push(format!(
+                "the run has no PID namespace ({why}): the guardian, a child subreaper, kills the whole tree at the end and when agent-rsh dies; only a guardian that is itself SIGKILLed would leave descendants behind"
+            ));
+        }
+    }
+
+    /// Records how the guardian was set up and which mechanism holds each
+    /// guarantee.
+    pub fn record_setup(&mut self, pid_ns: bool) {
+        self.set_pid_namespace(pid_ns);
+        self.set_extra_namespaces();
+        let r = &mut self.report;
+        let off = r.mode == ConfinementMode::Off;
+        r.mount_view = self.view.is_some();
+        r.workspace_bytes = self.view.as_ref().and_then(|v| v.workspace_tmpfs);
+        let seccomp = r.seccomp.enforced;
+        if seccomp {
+            let v = filter::Variant {
+                network_allowed: r.seccomp.socket_families.contains(&"inet"),
+                without_view: !r.mount_view,
+            };
+            r.seccomp.socket_families = family_names(v);
+        }
+        let none = || "none".to_string();
+        let g = &mut r.guarantees;
+        g.exec = match (r.landlock.enforced, seccomp) {
+            (true, true) => "landlock (execute rights) + seccomp (no executable memfd)".into(),
+            (true, false) => "landlock (execute rights); memfd exec not refused".into(),
+            _ => none(),
+        };
+        g.files = match (r.landlock.enforced, r.mount_view) {
+            (true, true) => "landlock + read-only mount view".into(),
+            (true, false) => "landlock".into(),
+            (false, true) => "read-only mount view".into(),
+            _ => none(),
+        };
+        g.metadata = if r.mount_view {
+            "read-only mount view".into()
+        } else if seccomp {
+            "seccomp (metadata calls refused everywhere)".into()
+        } else {
+            none()
+        };
+        g.sockets = if r.mount_view {
+            "mount view (only the scopes exist)".into()
+        } else if seccomp {
+            "seccomp (UNIX sockets refused)".into()
+        } else {
+            none()
+        };
+        g.tree = if pid_ns {
+            "pid namespace".into()
+        } else if off {
+            "process group + subreaper".into()
+        } else {
+            "subreaper (a guardian that is itself SIGKILLed leaves the tree)".into()
+        };
     }
 
     /// The user namespace the guardian is created in, when the caller needs
@@ -383,7 +543,7 @@ impl Confinement {
     }
 
     /// In the forked child, just before exec. Raw system calls only.
-    pub fn apply_in_child(&self) -> Result<(), (Stage, i32)> {
+    pub fn apply_in_child(&self, with_view: bool) -> Result<(), (Stage, i32)> {
         for &(res, val) in &self.rlimits {
             let lim = libc::rlimit {
                 rlim_cur: val,
@@ -406,7 +566,12 @@ impl Confinement {
         if self.drop_caps {
             drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
         }
-        if let Some(prog) = self.seccomp {
+        let filter = if with_view {
+            self.seccomp
+        } else {
+            self.seccomp_without_view
+        };
+        if let Some(prog) = filter {
             let fprog = libc::sock_fprog {
                 len: prog.len() as u16,
                 filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -435,33 +600,40 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
+/// Adds a path-beneath rule from an fd, with raw system calls only (for
+/// the forked children).
+pub(crate) fn add_path_rule(ruleset: RawFd, fd: RawFd, access: u64) -> Result<(), i32> {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    // SAFETY: the kernel reads the packed attribute from a live stack value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if r != 0 { Err(errno()) } else { Ok(()) }
+}
+
 /// Adds the child's own /proc/self (opened here, so it names this process)
 /// and restricts the calling thread with the rule set.
 fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
-    // SAFETY: raw system calls on a NUL-terminated literal and a stack struct.
+    // SAFETY: raw system calls on a NUL-terminated literal.
     unsafe {
         let proc_self = libc::open(
             c"/proc/self".as_ptr(),
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         );
         if proc_self >= 0 {
-            let attr = PathBeneathAttr {
-                allowed_access: ruleset::PROC_SELF_ACCESS,
-                parent_fd: proc_self,
-            };
-            let r = libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset,
-                LANDLOCK_RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0u32,
-            );
-            let e = errno();
+            let r = add_path_rule(ruleset, proc_self, ruleset::PROC_SELF_ACCESS);
             libc::close(proc_self);
-            if r != 0 {
-                return Err(e);
-            }
+            r?;
         }
         if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
             return Err(errno());
@@ -526,6 +698,7 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
         return None;
     }
     let eacces = stderr.contains("Permission denied");
+    let enoent = stderr.contains("No such file or directory");
     let eperm = stderr.contains("Operation not permitted");
     let net = stderr.contains("Network is unreachable")
         || stderr.contains("Address family not supported")
@@ -541,6 +714,11 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
             }
         ));
     }
+    if enoent && report.mount_view {
+        hints.push(
+            "\"No such file or directory\" may be the run's private mount view: only the read, write and exec scopes, the workspace and the allowed programs exist inside it (and Landlock refuses what the view shows beyond the scopes); widen scopes.read or scopes.write in the policy if the command really needs a path outside them".to_string(),
+        );
+    }
     if eperm && report.seccomp.enforced {
         hints.push(format!(
             "\"Operation not permitted\" inside the run is most likely the seccomp filter (refused: {}; sockets: {} only) or dropped capabilities",
@@ -555,6 +733,17 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
         );
     }
     (!hints.is_empty()).then(|| hints.join("; "))
+}
+
+fn family_names(v: filter::Variant) -> Vec<&'static str> {
+    filter::socket_families(v)
+        .iter()
+        .map(|f| match *f {
+            libc::AF_UNIX => "unix",
+            libc::AF_INET => "inet",
+            _ => "inet6",
+        })
+        .collect()
 }
 
 pub fn errno() -> i32 {

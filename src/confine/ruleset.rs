@@ -72,6 +72,11 @@ fn write_rights() -> BitFlags<AccessFs> {
     AccessFs::from_all(TARGET) & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
+/// Rights of the workspace's rule, for a rule set of `abi`.
+pub fn workspace_access(abi: u32) -> u64 {
+    write_rights().bits() & handled_fs(abi)
+}
+
 /// Rights the child adds for /proc/self: READ_FILE | READ_DIR.
 pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
 

@@ -91,15 +91,20 @@ impl Maps {
     }
 
     /// In the guardian, right after `clone(CLONE_NEWUSER | ...)`: maps the
-    /// ids, forbids nested user namespaces, locks the securebits and empties
-    /// the capability sets. Raw system calls only.
-    pub fn enter(&self) -> Result<(), i32> {
+    /// ids and forbids nested user namespaces. Raw system calls only.
+    pub fn map_ids(&self) -> Result<(), i32> {
         write_proc(c"/proc/self/setgroups", c"deny")?;
         write_proc(c"/proc/self/uid_map", &self.uid_map)?;
         write_proc(c"/proc/self/gid_map", &self.gid_map)?;
         // Defence in depth behind seccomp; a kernel without the per-namespace
         // limit still has the seccomp layer, so a failure is not fatal.
         let _ = write_proc(c"/proc/sys/user/max_user_namespaces", c"0");
+        Ok(())
+    }
+
+    /// After the guardian used its capabilities in the new namespace (the
+    /// mount view): locks the securebits and empties the capability sets.
+    pub fn lock(&self) -> Result<(), i32> {
         const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
         const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
         const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;

@@ -1,13 +1,14 @@
 //! The job commands' command-line face: flags in, one JSON object out.
 
 use super::{GrepQuery, JobError, OutputQuery, SpawnRequest, StreamSel};
-use crate::check::CommandInput;
-use crate::policy::{Policy, PolicyError};
+use crate::cli::{CliError, CliResult, RequestArgs, exit_code};
+use crate::plan::StdinMode;
+use crate::policy::Policy;
 use crate::result::code;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -35,47 +36,19 @@ pub enum JobCmd {
 }
 
 #[derive(Args)]
-pub struct PolicyArg {
-    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
-}
-
-#[derive(Args)]
 pub struct SpawnArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
-    /// Working directory, relative to the workspace root.
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<String>,
-    /// Deadline in milliseconds; may shorten jobs.max_runtime_ms, never extend it.
-    #[arg(long, value_name = "MS")]
-    timeout: Option<u64>,
-    /// Set a variable in the child's environment (repeatable).
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    /// Use this existing directory as the workspace (kept after the job).
-    #[arg(long, value_name = "DIR")]
-    workspace: Option<PathBuf>,
     /// Keep the fresh workspace after the job ends.
     #[arg(long)]
     keep: bool,
     /// Bytes kept on disk per stream; may shorten jobs.max_output_bytes.
     #[arg(long, value_name = "BYTES")]
     max_output: Option<u64>,
-    /// Take the words as argv exactly (no lexing); the same checks apply.
-    #[arg(long)]
-    argv: bool,
-    /// The command: one string (several words are joined with spaces), or
-    /// argv words with --argv.
-    #[arg(required = true, num_args = 1.., value_name = "CMD", trailing_var_arg = true)]
-    command: Vec<String>,
+    #[command(flatten)]
+    request: RequestArgs,
 }
 
 #[derive(Args)]
 pub struct IdArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     /// The job id (from spawn or `agent-rsh jobs`).
     id: String,
 }
@@ -99,8 +72,6 @@ impl From<StreamArg> for StreamSel {
 
 #[derive(Args)]
 pub struct OutputArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     id: String,
     /// Which output: stdout, stderr, or both interleaved in arrival order.
     #[arg(long, value_enum, default_value = "both")]
@@ -128,8 +99,6 @@ pub struct OutputArgs {
 
 #[derive(Args)]
 pub struct GrepArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     id: String,
     /// A regular expression (Rust `regex` syntax; linear time).
     pattern: String,
@@ -157,8 +126,6 @@ pub struct GrepArgs {
 
 #[derive(Args)]
 pub struct SendArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     id: String,
     /// Text to write (followed by a newline unless -n).
     text: Option<String>,
@@ -175,8 +142,6 @@ pub struct SendArgs {
 
 #[derive(Args)]
 pub struct KillArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     id: String,
     /// TERM (then KILL after the grace period), INT (then TERM, KILL), or KILL.
     #[arg(long, default_value = "TERM")]
@@ -185,8 +150,6 @@ pub struct KillArgs {
 
 #[derive(Args)]
 pub struct WaitArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     id: String,
     /// Give up after this many milliseconds (status still `running`, exit 124).
     #[arg(long, value_name = "MS")]
@@ -195,8 +158,6 @@ pub struct WaitArgs {
 
 #[derive(Args)]
 pub struct JobsArgs {
-    #[command(flatten)]
-    policy: PolicyArg,
     /// Remove finished jobs older than jobs.retain_ms, workspaces of lost
     /// jobs, and workspaces crashed runs left behind.
     #[arg(long)]
@@ -204,24 +165,16 @@ pub struct JobsArgs {
 }
 
 /// Runs a job command; returns the exit code.
-pub fn main(cmd: JobCmd) -> i32 {
+pub fn main(policy: Option<&Path>, cmd: JobCmd) -> CliResult {
     if let JobCmd::Supervise = cmd {
-        return supervise();
+        return Ok(exit_code(supervise()));
     }
-    let policy_arg = match &cmd {
-        JobCmd::Spawn(a) => &a.policy,
-        JobCmd::Status(a) => &a.policy,
-        JobCmd::Output(a) => &a.policy,
-        JobCmd::Grep(a) => &a.policy,
-        JobCmd::Send(a) => &a.policy,
-        JobCmd::Kill(a) => &a.policy,
-        JobCmd::Wait(a) => &a.policy,
-        JobCmd::Jobs(a) => &a.policy,
-        JobCmd::Supervise => unreachable!("handled above"),
-    };
-    let policy = match Policy::locate(policy_arg.policy.as_deref()) {
+    let policy = match Policy::locate(policy) {
         Ok((p, _)) => p,
-        Err(e) => return policy_error(&e),
+        Err(e) => {
+            let json = serde_json::json!({ "error": e.to_string() }).to_string();
+            return Err(CliError::policy(&e, "nothing was done").with_stdout(json));
+        }
     };
     let r = match cmd {
         JobCmd::Spawn(a) => spawn(&policy, a),
@@ -286,15 +239,21 @@ pub fn main(cmd: JobCmd) -> i32 {
         JobCmd::Jobs(_) => print(super::list(&policy)),
         JobCmd::Supervise => unreachable!("handled above"),
     };
-    match r {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("agent-rsh: {}", e.error);
-            match &e.result {
-                Some(r) => emit(r),
-                None => emit(&e),
-            }
-            e.code
+    r.map(exit_code).map_err(CliError::from)
+}
+
+impl From<JobError> for CliError {
+    /// The error on stderr, and on stdout the refused command's RunResult
+    /// or the error as JSON.
+    fn from(e: JobError) -> CliError {
+        let json = match &e.result {
+            Some(r) => serde_json::to_string(r),
+            None => serde_json::to_string(&e),
+        };
+        let err = CliError::new(e.code, &e.error);
+        match json {
+            Ok(line) => err.with_stdout(line),
+            Err(_) => err,
         }
     }
 }
@@ -303,15 +262,6 @@ impl SendArgs {
     fn text_given(&self) -> bool {
         self.text.is_some()
     }
-}
-
-fn policy_error(e: &PolicyError) -> i32 {
-    eprintln!("agent-rsh: {e}");
-    eprintln!(
-        "agent-rsh: nothing was done; fix the policy (`agent-rsh policy check FILE` validates it)"
-    );
-    emit(&serde_json::json!({ "error": e.to_string() }));
-    code::FAILED
 }
 
 fn emit<T: Serialize>(v: &T) {
@@ -330,15 +280,8 @@ fn print<T: Serialize>(r: Result<T, JobError>) -> Result<i32, JobError> {
 
 fn spawn(policy: &Policy, a: SpawnArgs) -> Result<i32, JobError> {
     let req = SpawnRequest {
-        command: if a.argv {
-            CommandInput::Argv(a.command.clone())
-        } else {
-            CommandInput::Line(a.command.join(" "))
-        },
-        cwd: a.cwd,
-        timeout_ms: a.timeout,
-        env: a.env,
-        workspace: a.workspace,
+        request: a.request.request(StdinMode::Null),
+        workspace: a.request.workspace.clone(),
         keep: a.keep,
         max_output_bytes: a.max_output,
     };

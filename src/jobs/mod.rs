@@ -30,9 +30,10 @@ mod supervisor;
 pub use grep::{GrepMatch, GrepQuery, GrepResult};
 pub use supervisor::supervise_main;
 
-use crate::check::{self, CommandInput, Denial, Request};
+use crate::check::{self, Denial, Request};
 use crate::plan::StdinMode;
 use crate::policy::Policy;
+pub use crate::policy::jobs::{MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES};
 use crate::result::{RunResult, code};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -42,63 +43,6 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use store::Layout;
-
-/// The `[jobs]` policy table.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JobsPolicy {
-    /// Jobs alive at once; 0 disables `spawn`.
-    pub max_concurrent: u32,
-    /// Bytes kept on disk per stream (stdout, stderr and the arrival-order
-    /// log each): the first and last halves.
-    pub max_output_bytes: u64,
-    /// A job's deadline (it replaces `limits.timeout_ms` for jobs).
-    pub max_runtime_ms: u64,
-    /// `jobs --gc` removes finished jobs, and workspaces left by crashed
-    /// runs, older than this.
-    pub retain_ms: u64,
-    /// Where job state lives (default `$XDG_STATE_HOME/agent-rsh/jobs`).
-    pub state_dir: Option<PathBuf>,
-}
-
-impl Default for JobsPolicy {
-    fn default() -> Self {
-        JobsPolicy {
-            max_concurrent: 4,
-            max_output_bytes: 8 << 20,
-            max_runtime_ms: 3_600_000,
-            retain_ms: 86_400_000,
-            state_dir: None,
-        }
-    }
-}
-
-/// The smallest per-stream cap: enough for a useful head and tail.
-pub const MIN_OUTPUT_BYTES: u64 = 1024;
-/// The largest: `grep` holds one stream's stored bytes in memory.
-pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
-
-impl JobsPolicy {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(MIN_OUTPUT_BYTES..=MAX_OUTPUT_BYTES).contains(&self.max_output_bytes) {
-            return Err(format!(
-                "jobs.max_output_bytes must be between {MIN_OUTPUT_BYTES} and {MAX_OUTPUT_BYTES}"
-            ));
-        }
-        if self.max_runtime_ms == 0 {
-            return Err("jobs.max_runtime_ms must be at least 1".into());
-        }
-        if let Some(d) = &self.state_dir
-            && !d.is_absolute()
-        {
-            return Err(format!(
-                "jobs.state_dir {:?} must be an absolute directory",
-                d
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// A failed job call: what went wrong, agent-rsh's exit code, and for a
 /// command that was refused or could not start, its RunResult.
@@ -252,10 +196,8 @@ pub struct Spawned {
 /// What to spawn: the same request `run` builds, plus job options.
 #[derive(Debug, Clone)]
 pub struct SpawnRequest {
-    pub command: CommandInput,
-    pub cwd: Option<String>,
-    pub timeout_ms: Option<u64>,
-    pub env: Vec<String>,
+    /// Its stdin is the job's FIFO whatever it says.
+    pub request: Request,
     /// Run in this existing directory instead of a fresh workspace.
     pub workspace: Option<PathBuf>,
     /// Keep the fresh workspace when the job ends.
@@ -265,13 +207,12 @@ pub struct SpawnRequest {
 }
 
 impl SpawnRequest {
-    fn request(&self) -> Request {
-        Request {
-            command: self.command.clone(),
-            cwd: self.cwd.clone(),
-            timeout_ms: self.timeout_ms,
-            env: self.env.clone(),
-            stdin: StdinMode::Null,
+    pub fn new(request: Request) -> SpawnRequest {
+        SpawnRequest {
+            request,
+            workspace: None,
+            keep: false,
+            max_output_bytes: None,
         }
     }
 }
@@ -603,19 +544,19 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
             "use `agent-rsh run`, or raise jobs.max_concurrent in the policy",
         );
         return Err(JobError::from_result(&RunResult::denied(
-            sreq.request().display(),
+            sreq.request.display(),
             d,
         )));
     }
     // A job's deadline is bounded by jobs.max_runtime_ms.
     let mut jpolicy = policy.clone();
     jpolicy.limits.timeout_ms = policy.jobs.max_runtime_ms;
-    let req = sreq.request();
-    let plan = check::check(&jpolicy, &req)
-        .and_then(|plan| {
-            check::reach::loaded_policy_out_of_reach(policy, sreq.workspace.as_deref())
-                .map(|()| plan)
-        })
+    let req = Request {
+        stdin: StdinMode::Null,
+        ..sreq.request.clone()
+    };
+    // The supervisor admits it again before it runs (`engine::execute`).
+    let plan = check::admit(&jpolicy, &req, sreq.workspace.as_deref())
         .map_err(|d| JobError::from_result(&RunResult::denied(req.display(), d)))?;
     let cap = match sreq.max_output_bytes {
         Some(n) if n < MIN_OUTPUT_BYTES => {
@@ -658,14 +599,9 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
     let spec = supervisor::Spec {
         id: id.clone(),
         dir: dir.clone(),
+        origin: jpolicy.origin.clone(),
         policy: jpolicy,
-        command: match &sreq.command {
-            CommandInput::Line(s) => supervisor::SpecCommand::Line(s.clone()),
-            CommandInput::Argv(w) => supervisor::SpecCommand::Argv(w.clone()),
-        },
-        cwd: sreq.cwd.clone(),
-        timeout_ms: sreq.timeout_ms,
-        env: sreq.env.clone(),
+        request: req,
         workspace,
         keep: sreq.keep,
         layout: Layout::new(cap),
@@ -1356,30 +1292,8 @@ mod tests {
         // Other failures are not.
         assert!(!JobError::new(code::FAILED, "x").unknown_job);
         policy.jobs.max_concurrent = 0;
-        let req = SpawnRequest {
-            command: CommandInput::Line("true".into()),
-            cwd: None,
-            timeout_ms: None,
-            env: Vec::new(),
-            workspace: None,
-            keep: false,
-            max_output_bytes: None,
-        };
-        let e = spawn(&policy, &req).unwrap_err();
+        let e = spawn(&policy, &SpawnRequest::new(Request::line("true"))).unwrap_err();
         assert!(!e.unknown_job, "{e:?}");
         assert_eq!(e.code, code::DENIED);
-    }
-
-    #[test]
-    fn jobs_policy_validation() {
-        let mut p = JobsPolicy::default();
-        assert!(p.validate().is_ok());
-        p.max_output_bytes = 10;
-        assert!(p.validate().is_err());
-        p = JobsPolicy {
-            state_dir: Some("rel".into()),
-            ..Default::default()
-        };
-        assert!(p.validate().is_err());
     }
 }

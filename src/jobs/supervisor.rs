@@ -17,7 +17,7 @@
 
 use super::store::{Layout, StreamWriter};
 use super::{Final, JobError, JobResult, Started, State, SupervisorInfo, now_ms, write_atomic};
-use crate::check::{CommandInput, Request};
+use crate::check::Request;
 use crate::engine::{self, RunOptions};
 use crate::exec::Sink;
 use crate::plan::StdinMode;
@@ -42,19 +42,15 @@ pub(super) struct Spec {
     pub id: String,
     pub dir: PathBuf,
     pub policy: Policy,
-    pub command: SpecCommand,
-    pub cwd: Option<String>,
-    pub timeout_ms: Option<u64>,
-    pub env: Vec<String>,
+    /// The file the policy was read from (`Policy::origin` is not part of
+    /// its serialized form), so the supervisor's verdict checks its reach
+    /// as the spawner's did.
+    pub origin: Option<PathBuf>,
+    /// The request as spawn admitted it; its stdin becomes the job's FIFO.
+    pub request: Request,
     pub workspace: Option<PathBuf>,
     pub keep: bool,
     pub layout: Layout,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum SpecCommand {
-    Line(String),
-    Argv(Vec<String>),
 }
 
 /// The supervisor's first and only word on the readiness pipe.
@@ -463,15 +459,9 @@ fn report_failure(ready: Option<File>, r: &RunResult) {
     }
 }
 
-fn supervise(spec: Spec, ready: File) -> i32 {
-    let command = match &spec.command {
-        SpecCommand::Line(s) => CommandInput::Line(s.clone()),
-        SpecCommand::Argv(w) => CommandInput::Argv(w.clone()),
-    };
-    let display = match &command {
-        CommandInput::Line(s) => s.clone(),
-        CommandInput::Argv(w) => w.join(" "),
-    };
+fn supervise(mut spec: Spec, ready: File) -> i32 {
+    spec.policy.origin = spec.origin.take();
+    let display = spec.request.display();
     let fail = |ready, e: String| fail_before_start(ready, &RunResult::failed(display.clone(), e));
 
     let (workspace, fresh) = match &spec.workspace {
@@ -539,11 +529,8 @@ fn supervise(spec: Spec, ready: File) -> i32 {
         std::thread::spawn(move || control_loop(control, shared));
     }
     let req = Request {
-        command,
-        cwd: spec.cwd.clone(),
-        timeout_ms: spec.timeout_ms,
-        env: spec.env.clone(),
         stdin: StdinMode::Fd(stdin_read.as_raw_fd()),
+        ..spec.request.clone()
     };
     let opts = RunOptions {
         capture: false,

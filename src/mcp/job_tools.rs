@@ -11,7 +11,7 @@
 
 use super::run_tool::{allowed_programs, env_pairs, nonce, push_untrusted, untrusted_preface};
 use super::tools::{Annotations, CallEnv, Context, Tool, ToolResult, Work};
-use crate::check::{CommandInput, Denial, DenialKind};
+use crate::check::{Denial, DenialKind, Request};
 use crate::jobs::{
     self, GrepQuery, GrepResult, JobError, JobStatus, OutputChunk, OutputQuery, Sent, SpawnRequest,
     Spawned, State, StreamSel,
@@ -425,10 +425,12 @@ fn spawn_prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, Strin
         return Err("invalid arguments: timeoutMs must be at least 1".into());
     }
     let req = SpawnRequest {
-        command: CommandInput::Line(a.command),
-        cwd: a.cwd,
-        timeout_ms: a.timeout_ms,
-        env: env_pairs(&a.env)?,
+        request: Request {
+            cwd: a.cwd,
+            timeout_ms: a.timeout_ms,
+            env: env_pairs(&a.env)?,
+            ..Request::line(a.command)
+        },
         workspace: ctx.workspace.clone(),
         keep: false,
         max_output_bytes: a.max_output_bytes,

@@ -16,55 +16,15 @@ mod protocol;
 mod run_tool;
 mod tools;
 
+use crate::cli::{CliError, CliResult, exit_code};
+pub use crate::policy::McpPolicy;
 use crate::policy::Policy;
+use crate::result::code;
 use clap::Args;
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
-/// The `[mcp]` section of the policy.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct McpPolicy {
-    /// Wrap command output in the tool result's text in an explicit
-    /// untrusted-data boundary (a tag with a random nonce per call), so a
-    /// model can tell the command's words from the server's.
-    pub wrap_output: bool,
-    /// Tool calls that may be in progress at once; further calls are
-    /// answered at once with an error result.
-    pub max_concurrent_calls: usize,
-    /// Bytes of each output stream shown in the result's text (head and
-    /// tail kept, the elision stated); `structuredContent` has the full
-    /// capture up to `output.cap_bytes`.
-    pub text_bytes: usize,
-}
-
-impl Default for McpPolicy {
-    fn default() -> Self {
-        McpPolicy {
-            wrap_output: false,
-            max_concurrent_calls: 8,
-            text_bytes: 16 * 1024,
-        }
-    }
-}
-
-impl McpPolicy {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_concurrent_calls == 0 {
-            return Err("mcp.max_concurrent_calls must be at least 1".into());
-        }
-        if self.text_bytes < 64 {
-            return Err("mcp.text_bytes must be at least 64".into());
-        }
-        Ok(())
-    }
-}
+use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct McpArgs {
-    /// Policy file (default: $AGENT_RSH_POLICY, else the embedded default).
-    #[arg(long, value_name = "FILE")]
-    policy: Option<PathBuf>,
     /// Run every call in this existing directory (kept between calls)
     /// instead of a fresh workspace per call.
     #[arg(long, value_name = "DIR")]
@@ -72,25 +32,18 @@ pub struct McpArgs {
 }
 
 /// Runs the server until stdin closes; returns the process exit code.
-pub fn main(a: McpArgs) -> i32 {
-    let policy = match Policy::locate(a.policy.as_deref()) {
-        Ok((p, _)) => p,
-        Err(e) => {
-            eprintln!("agent-rsh mcp: {e}");
-            eprintln!(
-                "agent-rsh mcp: not serving; fix the policy (`agent-rsh policy check FILE` validates it)"
-            );
-            return crate::result::code::FAILED;
-        }
-    };
+pub fn main(policy: Option<&Path>, a: McpArgs) -> CliResult {
+    let (policy, _) = Policy::locate(policy).map_err(|e| CliError::policy(&e, "not serving"))?;
     if let Some(dir) = &a.workspace
         && !dir.is_dir()
     {
-        eprintln!(
-            "agent-rsh mcp: --workspace {}: not a directory; create it or omit the flag",
-            dir.display()
-        );
-        return crate::result::code::FAILED;
+        return Err(CliError::new(
+            code::FAILED,
+            format!(
+                "mcp --workspace {}: not a directory; create it or omit the flag",
+                dir.display()
+            ),
+        ));
     }
-    protocol::serve(policy, a.workspace)
+    Ok(exit_code(protocol::serve(policy, a.workspace)))
 }

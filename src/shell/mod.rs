@@ -39,40 +39,16 @@ macro_rules! say {
 mod session;
 
 use crate::audit::{AuditLog, Origin, Record};
+pub use crate::policy::ShellPolicy;
+use crate::policy::profile::Identity;
 use crate::policy::{Policy, PolicyError, Source};
-use crate::profile::Identity;
 use crate::result::code;
-use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The system policy every login face reads.
 pub const SYSTEM_POLICY: &str = "/etc/agent-rsh/policy.toml";
-
-/// `[shell]` in the policy.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ShellPolicy {
-    /// End an interactive or standard-input session after this many
-    /// refused lines (0: never). The end is logged.
-    pub warning_limit: u32,
-    /// Let `$AGENT_RSH_POLICY` replace the system policy for this user. Off:
-    /// users must not choose their own policy.
-    pub allow_policy_env: bool,
-    /// Lines kept in `~/.agent-rsh_history` (0: no history file).
-    pub history_size: usize,
-}
-
-impl Default for ShellPolicy {
-    fn default() -> Self {
-        ShellPolicy {
-            warning_limit: 0,
-            allow_policy_env: false,
-            history_size: 1000,
-        }
-    }
-}
 
 /// How agent-rsh was invoked as a shell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,7 +312,7 @@ fn with_sections(
     who: &Identity,
     source: Source,
 ) -> Result<(Policy, Vec<String>), PolicyError> {
-    crate::profile::effective(base, who, &source).map_err(|message| PolicyError {
+    crate::policy::profile::effective(base, who, &source).map_err(|message| PolicyError {
         source,
         position: None,
         message,

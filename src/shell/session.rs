@@ -8,10 +8,9 @@
 use super::Login;
 use crate::audit::Record;
 use crate::check::{self, CommandInput, Denial, Request};
-use crate::engine::{self, RunOptions};
-use crate::exec::Sink;
+use crate::engine::{self, RunOptions, TextSink};
 use crate::plan::StdinMode;
-use crate::result::{RunResult, Status, Stream, code};
+use crate::result::{RunResult, Status, code};
 use std::fs::File;
 use std::io::{BufRead, Read, Write};
 use std::os::fd::AsRawFd;
@@ -274,7 +273,7 @@ impl Session {
                     workspace: Some(self.login.home.clone()),
                     ..RunOptions::default()
                 };
-                let r = engine::execute(&self.login.policy, &req, &opts, &mut LiveSink);
+                let r = engine::execute(&self.login.policy, &req, &opts, &mut TextSink);
                 if is_missing_cwd(&r) {
                     // A command removed the directory the shell was in.
                     self.cwd = PathBuf::new();
@@ -456,30 +455,6 @@ impl Session {
 
 fn is_missing_cwd(r: &RunResult) -> bool {
     r.status == Status::Denied && r.denial.as_ref().is_some_and(|d| d.rule == "cwd.missing")
-}
-
-/// Live output: the command's bytes to our stdout and stderr as they arrive.
-struct LiveSink;
-
-impl Sink for LiveSink {
-    fn output(&mut self, stream: Stream, data: &[u8]) {
-        let fd = match stream {
-            Stream::Stdout => 1,
-            Stream::Stderr => 2,
-        };
-        let mut rest = data;
-        while !rest.is_empty() {
-            // SAFETY: write from a live slice.
-            let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if n <= 0 {
-                return;
-            }
-            rest = &rest[n as usize..];
-        }
-    }
 }
 
 /// The shell must survive Ctrl-\ and Ctrl-Z: the command (which gets the

@@ -5,6 +5,20 @@
 //! file only states what it changes; the embedded default policy is the
 //! read-only inspection set in `policy/default.toml`.
 
+pub mod audit;
+pub mod env;
+pub mod jobs;
+pub mod mcp;
+pub mod profile;
+pub mod rules;
+pub mod shell;
+
+pub use audit::AuditPolicy;
+pub use jobs::JobsPolicy;
+pub use mcp::McpPolicy;
+pub use rules::{PackSwitches, RuleSpec};
+pub use shell::ShellPolicy;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,9 +26,9 @@ use std::path::{Path, PathBuf};
 
 /// The embedded default policy, used when neither `--policy` nor
 /// `$AGENT_RSH_POLICY` names one.
-pub const DEFAULT_POLICY: &str = include_str!("../policy/default.toml");
+pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
 /// The commented example written by `agent-rsh policy init`.
-pub const EXAMPLE_POLICY: &str = include_str!("../policy.example.toml");
+pub const EXAMPLE_POLICY: &str = include_str!("../../policy.example.toml");
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -48,23 +62,23 @@ pub struct Policy {
     #[serde(skip)]
     pub origin: Option<PathBuf>,
     /// The MCP server face (`agent-rsh mcp`).
-    pub mcp: crate::mcp::McpPolicy,
+    pub mcp: McpPolicy,
     /// Background jobs (`spawn` and friends).
-    pub jobs: crate::jobs::JobsPolicy,
+    pub jobs: JobsPolicy,
     /// The interactive shell and the login contract (`[shell]`).
-    pub shell: crate::shell::ShellPolicy,
+    pub shell: ShellPolicy,
     /// The audit log (`[audit]`).
-    pub audit: crate::audit::AuditPolicy,
+    pub audit: AuditPolicy,
     /// Per-user sections merged over the policy (`[users.NAME]`).
-    #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
-    pub users: crate::profile::Sections,
+    #[serde(skip_serializing_if = "profile::Sections::is_empty")]
+    pub users: profile::Sections,
     /// Per-group sections merged over the policy (`[groups.NAME]`).
-    #[serde(skip_serializing_if = "crate::profile::Sections::is_empty")]
-    pub groups: crate::profile::Sections,
+    #[serde(skip_serializing_if = "profile::Sections::is_empty")]
+    pub groups: profile::Sections,
     /// Built-in argument and guard packs switched off: `[packs]`.
-    pub packs: crate::check::packs::PackSwitches,
+    pub packs: PackSwitches,
     /// The policy's own argument rules and guards: `[[rules]]`.
-    pub rules: Vec<crate::check::rules::RuleSpec>,
+    pub rules: Vec<RuleSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -166,6 +180,9 @@ pub struct Limits {
     /// Processes (RLIMIT_NPROC, counted per user by the kernel; with a PID
     /// namespace the tree is also bounded by the deadline).
     pub processes: u64,
+    /// Size of a fresh workspace (a tmpfs in the run's mount view), bytes;
+    /// 0 leaves a fresh workspace on the disk of `workspace.parent`.
+    pub workspace_bytes: u64,
 }
 
 impl Default for Limits {
@@ -178,6 +195,7 @@ impl Default for Limits {
             file_size_bytes: 1 << 30,
             open_files: 1024,
             processes: 512,
+            workspace_bytes: 4 << 30,
         }
     }
 }
@@ -266,8 +284,8 @@ impl Default for Policy {
             workspace: WorkspacePolicy::default(),
             scopes: Scopes::default(),
             origin: None,
-            mcp: crate::mcp::McpPolicy::default(),
-            jobs: crate::jobs::JobsPolicy::default(),
+            mcp: McpPolicy::default(),
+            jobs: JobsPolicy::default(),
             shell: Default::default(),
             audit: Default::default(),
             users: Default::default(),
@@ -365,7 +383,7 @@ impl Policy {
         self.mcp.validate()?;
         self.jobs.validate()?;
         self.packs.validate()?;
-        crate::check::packs::validate_policy_rules(&self.rules)?;
+        rules::validate_policy_rules(&self.rules)?;
         if self.max_command_bytes == 0 {
             return Err("max_command_bytes must be at least 1".into());
         }
@@ -397,15 +415,15 @@ impl Policy {
             .env
             .pass
             .iter()
-            .filter(|n| !crate::check::env::PINNED.contains(&n.as_str()))
+            .filter(|n| !env::PINNED.contains(&n.as_str()))
         {
-            if let Some(why) = crate::check::env::dangerous(name) {
+            if let Some(why) = env::dangerous(name) {
                 return Err(format!(
                     "env.pass must not pass {name}: {why}; set a fixed value in env.set if it is really needed"
                 ));
             }
         }
-        crate::profile::validate(self)?;
+        profile::validate(self)?;
         Ok(())
     }
 

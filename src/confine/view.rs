@@ -1,0 +1,584 @@
+//! The run's private view of the filesystem: a mount namespace whose root
+//! holds only what the policy names.
+//!
+//! Landlock decides which files a run may read, write and execute, but it
+//! does not govern a file's metadata (mode, owner, times, extended
+//! attributes) nor the reachability of a UNIX socket by its path. The view
+//! closes both: the guardian, in its own mount namespace, builds a fresh
+//! root on a small tmpfs and binds into it, at their own paths,
+//!
+//! - the read scopes and the directories of the programs the run may
+//!   execute: read-only, nosuid, nodev;
+//! - the workspace and the write scopes: read-write, nosuid, nodev and
+//!   noexec unless a `scopes.exec` entry covers them (so the ELF loader
+//!   finds nothing there to map); a fresh workspace is a tmpfs of
+//!   `limits.workspace_bytes` instead, which bounds what a run can write;
+//! - `/dev/null`, `/dev/zero`, `/dev/random`, `/dev/urandom` (and
+//!   `/dev/tty` with the caller's terminal), and a `/proc` of the run's own
+//!   PID namespace;
+//!
+//! then makes the tmpfs read-only and pivots into it. Outside the write
+//! scopes every change fails with EROFS whatever the process's ids; a
+//! socket outside the scopes is not there to connect to. Symlinks on the
+//! way to a scope (`/lib -> usr/lib`) are recreated as symlinks.
+//!
+//! Everything is computed here in the parent; the guardian only makes
+//! system calls (`build_in_guardian`), on buffers prepared in advance.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Where the new root is assembled before the pivot. Its old content is
+/// hidden only inside the run's mount namespace, and every bind source is
+/// opened (`open_tree`) before the tmpfs covers it.
+const STAGING: &str = "/tmp";
+
+/// Most binds a view may have (the guardian keeps their fds on its stack).
+pub const MAX_BINDS: usize = 192;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// Read scopes, program directories, exec scopes.
+    Read,
+    /// The workspace and write scopes, not executable.
+    Write,
+    /// A write scope that an exec scope covers.
+    WriteExec,
+    /// A device node.
+    Device,
+}
+
+impl Kind {
+    fn attr(self) -> u64 {
+        let base = MOUNT_ATTR_NOSUID;
+        match self {
+            Kind::Read => base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
+            Kind::Write => base | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            Kind::WriteExec => base | MOUNT_ATTR_NODEV,
+            Kind::Device => base | MOUNT_ATTR_NOEXEC,
+        }
+    }
+    fn writable(self) -> bool {
+        matches!(self, Kind::Write | Kind::WriteExec)
+    }
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const OPEN_TREE_CLONE: u32 = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// One step of the assembly, in order.
+enum Step {
+    /// Create a directory (errors ignored: it may exist in a bind).
+    Dir(CString),
+    /// Create an empty file to mount a file on (errors ignored).
+    File(CString),
+    Symlink {
+        target: CString,
+        link: CString,
+    },
+    /// Move the `index`th cloned tree onto `dest`.
+    Bind {
+        index: usize,
+        dest: CString,
+    },
+    /// A fresh tmpfs for the workspace, with its Landlock rule added in the
+    /// guardian (the rule the parent made names the directory beneath).
+    WorkspaceTmpfs {
+        dest: CString,
+        options: CString,
+    },
+    Proc(CString),
+}
+
+/// A view ready to be built in the guardian.
+pub struct View {
+    /// Sources and mount attributes, cloned before the tmpfs is mounted.
+    sources: Vec<(CString, u64)>,
+    steps: Vec<Step>,
+    /// Landlock ruleset and rights for a tmpfs workspace.
+    landlock: Option<(i32, u64)>,
+    staging: CString,
+    /// What the report says.
+    pub workspace_tmpfs: Option<u64>,
+}
+
+/// What the view is built from.
+pub struct Inputs<'a> {
+    pub read: &'a [PathBuf],
+    /// The policy's search path: visible so that `#!/bin/sh` finds an
+    /// allowed `/usr/bin/sh` through a `/bin -> usr/bin` link.
+    pub search_path: &'a [PathBuf],
+    /// Files (programs, loaders) whose directories are made visible.
+    pub programs: Vec<&'a Path>,
+    pub exec: &'a [PathBuf],
+    pub write: &'a [PathBuf],
+    pub workspace: &'a Path,
+    /// `Some(bytes)`: the workspace is fresh and becomes a tmpfs this size.
+    pub workspace_bytes: Option<u64>,
+    pub tty: bool,
+}
+
+#[derive(Default)]
+struct Plan {
+    /// (dest, kind), dest canonical and symlink-free.
+    binds: Vec<(PathBuf, Kind)>,
+    symlinks: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Plan {
+    /// Makes `path` reachable in the view with `kind`: symlinks on the way
+    /// are recreated, the symlink-free path is bound.
+    fn expose(&mut self, path: &Path, kind: Kind, depth: u32) {
+        if depth > 16 || !path.is_absolute() {
+            return;
+        }
+        let mut cur = PathBuf::from("/");
+        let comps: Vec<Component> = path.components().collect();
+        for (i, c) in comps.iter().enumerate() {
+            let Component::Normal(name) = c else {
+                if *c == Component::ParentDir {
+                    cur.pop();
+                }
+                continue;
+            };
+            let next = cur.join(name);
+            match std::fs::symlink_metadata(&next) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let Ok(target) = std::fs::read_link(&next) else {
+                        return;
+                    };
+                    let Ok(real) = std::fs::canonicalize(&next) else {
+                        return;
+                    };
+                    if !self.symlinks.iter().any(|(l, _)| *l == next) {
+                        self.symlinks.push((next, target));
+                    }
+                    let mut rest = real;
+                    for c in &comps[i + 1..] {
+                        rest.push(c.as_os_str());
+                    }
+                    return self.expose(&rest, kind, depth + 1);
+                }
+                Ok(_) => cur = next,
+                Err(_) => return,
+            }
+        }
+        self.binds.push((cur, kind));
+    }
+}
+
+impl View {
+    /// Plans the view. Paths that do not exist are left out, as the
+    /// Landlock rule set leaves them out.
+    pub fn prepare(inp: &Inputs, ruleset: Option<(i32, u64)>) -> Result<View, String> {
+        let mut plan = Plan::default();
+        for p in inp.read {
+            plan.expose(p, Kind::Read, 0);
+        }
+        for p in inp.search_path {
+            plan.expose(p, Kind::Read, 0);
+        }
+        for p in &inp.programs {
+            if let Some(dir) = p.parent() {
+                plan.expose(dir, Kind::Read, 0);
+            }
+        }
+        for p in inp.exec {
+            plan.expose(p, Kind::Read, 0);
+        }
+        let covered_by_exec = |p: &Path| inp.exec.iter().any(|e| p.starts_with(e));
+        for p in inp.write {
+            let k = if covered_by_exec(p) {
+                Kind::WriteExec
+            } else {
+                Kind::Write
+            };
+            plan.expose(p, k, 0);
+        }
+        for dev in ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"] {
+            plan.binds.push((dev.into(), Kind::Device));
+        }
+        if inp.tty {
+            plan.binds.push(("/dev/tty".into(), Kind::Device));
+        }
+        let workspace = inp.workspace.to_path_buf();
+        if inp.workspace_bytes.is_none() {
+            let k = if covered_by_exec(&workspace) {
+                Kind::WriteExec
+            } else {
+                Kind::Write
+            };
+            plan.binds.push((workspace.clone(), k));
+        }
+
+        // Parents before children; among equal paths the writable kind wins.
+        plan.binds.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        plan.binds.dedup_by(|b, a| a.0 == b.0);
+        let mut kept: Vec<(PathBuf, Kind)> = Vec::new();
+        for (dest, kind) in plan.binds {
+            // A path inside an earlier bind is already visible with that
+            // bind's rights; it needs its own mount only to become writable
+            // (or executable) where the outer one is not.
+            let outer = kept.iter().rev().find(|(d, _)| dest.starts_with(d));
+            let needed = match outer {
+                None => true,
+                Some((_, ok)) => {
+                    kind == Kind::Device
+                        || (kind.writable() && !ok.writable())
+                        || (kind == Kind::WriteExec && *ok == Kind::Write)
+                }
+            };
+            if needed {
+                kept.push((dest, kind));
+            }
+        }
+        if kept.len() > MAX_BINDS {
+            return Err(format!(
+                "the policy's scopes need {} mounts in the run's view, more than {MAX_BINDS}; name fewer, wider scopes",
+                kept.len()
+            ));
+        }
+
+        let staged = |p: &Path| -> Result<CString, String> {
+            let mut b = STAGING.as_bytes().to_vec();
+            b.extend_from_slice(p.as_os_str().as_bytes());
+            CString::new(b).map_err(|_| format!("{} contains NUL", p.display()))
+        };
+        let cstr = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| format!("{} contains NUL", p.display()))
+        };
+        let mut steps = Vec::new();
+        let mut made: Vec<PathBuf> = Vec::new();
+        let mut mounted: Vec<PathBuf> = Vec::new();
+        let mut sources = Vec::new();
+        // Creates the missing parents of `p` inside the tmpfs (those under a
+        // bind exist already).
+        let mut parents =
+            |p: &Path, steps: &mut Vec<Step>, mounted: &[PathBuf]| -> Result<(), String> {
+                let mut acc = PathBuf::from("/");
+                let comps: Vec<_> = p.components().skip(1).collect();
+                for c in comps.iter().take(comps.len().saturating_sub(1)) {
+                    acc.push(c.as_os_str());
+                    if mounted.iter().any(|m| acc.starts_with(m)) || made.contains(&acc) {
+                        continue;
+                    }
+                    made.push(acc.clone());
+                    steps.push(Step::Dir(staged(&acc)?));
+                }
+                Ok(())
+            };
+        // Symlinks first: their parents are tmpfs directories, and a bind
+        // below a symlink's target is reached through the target's path.
+        for (link, target) in &plan.symlinks {
+            parents(link, &mut steps, &mounted)?;
+            steps.push(Step::Symlink {
+                target: cstr(target)?,
+                link: staged(link)?,
+            });
+        }
+        let mut proc_done = false;
+        let mut workspace_done = inp.workspace_bytes.is_none();
+        let mut entries: Vec<(PathBuf, Option<Kind>)> =
+            kept.into_iter().map(|(d, k)| (d, Some(k))).collect();
+        if inp.workspace_bytes.is_some() {
+            entries.push((workspace.clone(), None));
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        for (dest, kind) in entries {
+            if !proc_done && dest.as_path() > Path::new("/proc") {
+                steps.push(Step::Dir(staged(Path::new("/proc"))?));
+                steps.push(Step::Proc(staged(Path::new("/proc"))?));
+                mounted.push("/proc".into());
+                proc_done = true;
+            }
+            parents(&dest, &mut steps, &mounted)?;
+            match kind {
+                None => {
+                    steps.push(Step::Dir(staged(&dest)?));
+                    let bytes = inp.workspace_bytes.unwrap_or(0);
+                    steps.push(Step::WorkspaceTmpfs {
+                        dest: staged(&dest)?,
+                        options: CString::new(format!("size={bytes},mode=0700,nr_inodes=0"))
+                            .expect("no NUL"),
+                    });
+                    workspace_done = true;
+                }
+                Some(kind) => {
+                    let inside = mounted.iter().any(|m| dest.starts_with(m) && *m != dest);
+                    if !inside {
+                        let is_dir = std::fs::metadata(&dest)
+                            .map(|m| m.is_dir())
+                            .unwrap_or(false);
+                        steps.push(if is_dir {
+                            Step::Dir(staged(&dest)?)
+                        } else {
+                            Step::File(staged(&dest)?)
+                        });
+                    }
+                    steps.push(Step::Bind {
+                        index: sources.len(),
+                        dest: staged(&dest)?,
+                    });
+                    sources.push((cstr(&dest)?, kind.attr()));
+                }
+            }
+            mounted.push(dest);
+        }
+        debug_assert!(workspace_done);
+        if !proc_done {
+            steps.push(Step::Dir(staged(Path::new("/proc"))?));
+            steps.push(Step::Proc(staged(Path::new("/proc"))?));
+        }
+        // The standard links into /proc/self/fd.
+        if made.contains(&PathBuf::from("/dev")) {
+            for (link, target) in [
+                ("/dev/fd", "/proc/self/fd"),
+                ("/dev/stdin", "/proc/self/fd/0"),
+                ("/dev/stdout", "/proc/self/fd/1"),
+                ("/dev/stderr", "/proc/self/fd/2"),
+            ] {
+                steps.push(Step::Symlink {
+                    target: cstr(Path::new(target))?,
+                    link: staged(Path::new(link))?,
+                });
+            }
+        }
+        Ok(View {
+            sources,
+            steps,
+            landlock: ruleset,
+            staging: CString::new(STAGING).expect("no NUL"),
+            workspace_tmpfs: inp.workspace_bytes,
+        })
+    }
+
+    /// Number of mounts the view makes (for the report).
+    pub fn mounts(&self) -> usize {
+        self.sources.len() + 2 + usize::from(self.workspace_tmpfs.is_some())
+    }
+
+    /// In the guardian, right after `clone(CLONE_NEWNS | ...)` and before
+    /// the command is forked: builds the view and pivots into it. Raw
+    /// system calls only; returns the errno of the first failure.
+    pub fn build_in_guardian(&self) -> Result<(), i32> {
+        let mut fds = [-1i32; MAX_BINDS];
+        let r = self.build(&mut fds);
+        for fd in fds.iter().take(self.sources.len()) {
+            if *fd >= 0 {
+                // SAFETY: closing fds this function opened.
+                unsafe { libc::close(*fd) };
+            }
+        }
+        r
+    }
+
+    fn build(&self, fds: &mut [i32; MAX_BINDS]) -> Result<(), i32> {
+        let check = |r: libc::c_long| if r < 0 { Err(super::errno()) } else { Ok(r) };
+        // SAFETY: raw system calls on NUL-terminated strings prepared in the
+        // parent and on stack values.
+        unsafe {
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) as libc::c_long)?;
+            for (i, (src, attr)) in self.sources.iter().enumerate() {
+                let fd = check(libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    src.as_ptr(),
+                    OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32,
+                ))? as i32;
+                fds[i] = fd;
+                let ma = MountAttr {
+                    attr_set: *attr,
+                    attr_clr: 0,
+                    propagation: 0,
+                    userns_fd: 0,
+                };
+                check(libc::syscall(
+                    libc::SYS_mount_setattr,
+                    fd,
+                    c"".as_ptr(),
+                    (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as u32,
+                    &ma as *const MountAttr,
+                    std::mem::size_of::<MountAttr>(),
+                ))?;
+            }
+            check(libc::mount(
+                c"tmpfs".as_ptr(),
+                self.staging.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                c"mode=0755,size=1m".as_ptr().cast(),
+            ) as libc::c_long)?;
+            for step in &self.steps {
+                match step {
+                    Step::Dir(p) => {
+                        libc::mkdir(p.as_ptr(), 0o755);
+                    }
+                    Step::File(p) => {
+                        let fd = libc::open(
+                            p.as_ptr(),
+                            libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                            0o644,
+                        );
+                        if fd >= 0 {
+                            libc::close(fd);
+                        }
+                    }
+                    Step::Symlink { target, link } => {
+                        libc::symlink(target.as_ptr(), link.as_ptr());
+                    }
+                    Step::Bind { index, dest } => {
+                        check(libc::syscall(
+                            libc::SYS_move_mount,
+                            fds[*index],
+                            c"".as_ptr(),
+                            libc::AT_FDCWD,
+                            dest.as_ptr(),
+                            MOVE_MOUNT_F_EMPTY_PATH,
+                        ))?;
+                    }
+                    Step::WorkspaceTmpfs { dest, options } => {
+                        check(libc::mount(
+                            c"tmpfs".as_ptr(),
+                            dest.as_ptr(),
+                            c"tmpfs".as_ptr(),
+                            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                            options.as_ptr().cast(),
+                        ) as libc::c_long)?;
+                        if let Some((ruleset, access)) = self.landlock {
+                            let fd = check(libc::open(
+                                dest.as_ptr(),
+                                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                            ) as libc::c_long)? as i32;
+                            let r = super::add_path_rule(ruleset, fd, access);
+                            libc::close(fd);
+                            r?;
+                        }
+                    }
+                    Step::Proc(p) => {
+                        check(libc::mount(
+                            c"proc".as_ptr(),
+                            p.as_ptr(),
+                            c"proc".as_ptr(),
+                            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                            std::ptr::null(),
+                        ) as libc::c_long)?;
+                    }
+                }
+            }
+            check(libc::mount(
+                std::ptr::null(),
+                self.staging.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REMOUNT
+                    | libc::MS_BIND
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV,
+                std::ptr::null(),
+            ) as libc::c_long)?;
+            check(libc::chdir(self.staging.as_ptr()) as libc::c_long)?;
+            check(libc::syscall(
+                libc::SYS_pivot_root,
+                c".".as_ptr(),
+                c".".as_ptr(),
+            ))?;
+            check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
+            check(libc::chdir(c"/".as_ptr()) as libc::c_long)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &View) -> Vec<String> {
+        v.sources
+            .iter()
+            .map(|(s, _)| s.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn nested_scopes_mount_only_where_rights_change() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let read = vec![PathBuf::from("/usr"), PathBuf::from("/usr/share")];
+        let inp = Inputs {
+            read: &read,
+            search_path: &[],
+            programs: vec![Path::new("/usr/bin/ls")],
+            exec: &[],
+            write: &[],
+            workspace: &ws,
+            workspace_bytes: None,
+            tty: false,
+        };
+        let v = View::prepare(&inp, None).unwrap();
+        let n = names(&v);
+        assert!(n.contains(&"/usr".to_string()), "{n:?}");
+        assert!(!n.contains(&"/usr/share".to_string()), "{n:?}");
+        assert!(!n.contains(&"/usr/bin".to_string()), "{n:?}");
+        assert!(n.contains(&ws.display().to_string()), "{n:?}");
+        assert!(n.contains(&"/dev/null".to_string()), "{n:?}");
+    }
+
+    #[test]
+    fn symlinked_scopes_become_symlinks() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("real", &link).unwrap();
+        let read = vec![link.clone()];
+        let inp = Inputs {
+            read: &read,
+            search_path: &[],
+            programs: vec![],
+            exec: &[],
+            write: &[],
+            workspace: &ws,
+            workspace_bytes: Some(1 << 20),
+            tty: false,
+        };
+        let v = View::prepare(&inp, None).unwrap();
+        let n = names(&v);
+        let real = real.canonicalize().unwrap();
+        assert!(n.contains(&real.display().to_string()), "{n:?}");
+        assert!(
+            !n.contains(&ws.display().to_string()),
+            "fresh: a tmpfs {n:?}"
+        );
+        assert!(v.steps.iter().any(
+            |s| matches!(s, Step::Symlink { link: l, .. } if l.to_string_lossy().ends_with("/link"))
+        ));
+        assert!(
+            v.steps
+                .iter()
+                .any(|s| matches!(s, Step::WorkspaceTmpfs { .. }))
+        );
+    }
+}

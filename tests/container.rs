@@ -1,0 +1,197 @@
+//! agent-rsh inside a container with Docker-like defaults: no CAP_SYS_ADMIN
+//! and a seccomp profile refusing unshare, setns, mount and namespace flags
+//! on clone (clone3 ENOSYS). Podman runs the host's own root (an overlay of
+//! `/`), so no image is pulled. Under `confinement = "required"` a run
+//! starts (Landlock and seccomp are there; the namespaces are not), a
+//! deadline kills a tree that daemonized, and the escapes fail.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agent-rsh")
+}
+
+/// None when podman is missing (a failure under CI=true, where .ci/run
+/// installs it).
+fn podman() -> Option<&'static str> {
+    let ok = Command::new("podman")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "podman is missing: .ci/run installs it (apt-get install podman runc)"
+        );
+        eprintln!("SKIPPED: podman is not installed");
+        return None;
+    }
+    Some("podman")
+}
+
+/// Podman's default profile with every allowance of the namespace and mount
+/// calls removed, clone allowed only without namespace flags, clone3 ENOSYS.
+fn docker_like_profile(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string("/usr/share/containers/seccomp.json")
+        .expect("podman's default seccomp profile");
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let refused = [
+        "clone",
+        "clone3",
+        "unshare",
+        "setns",
+        "mount",
+        "umount",
+        "umount2",
+        "pivot_root",
+        "open_tree",
+        "move_mount",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+    ];
+    let calls = v["syscalls"].as_array_mut().unwrap();
+    for c in calls.iter_mut() {
+        if let Some(names) = c["names"].as_array_mut() {
+            names.retain(|n| !refused.contains(&n.as_str().unwrap_or("")));
+        }
+    }
+    calls.retain(|c| c["names"].as_array().is_none_or(|n| !n.is_empty()));
+    const NS_FLAGS: u64 = 0x7E02_0000;
+    calls.push(serde_json::json!({
+        "names": ["clone"],
+        "action": "SCMP_ACT_ALLOW",
+        "args": [{"index": 0, "value": NS_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]
+    }));
+    calls
+        .push(serde_json::json!({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}));
+    let p = dir.join("docker-like.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    p
+}
+
+/// Runs `sh -c script` in the container, `stdin` fed to it.
+fn in_container(profile: &Path, policy: &Path, script: &str, stdin: &str) -> String {
+    let mut c = Command::new("podman");
+    c.args([
+        "--runtime",
+        "runc",
+        "--cgroup-manager=cgroupfs",
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=4096:4096",
+        "--cap-drop",
+        "SYS_ADMIN",
+        "--security-opt",
+    ])
+    .arg(format!("seccomp={}", profile.display()))
+    .arg("-v")
+    .arg(format!("{}:/agent-rsh:ro", bin()))
+    .arg("-v")
+    .arg(format!("{}:/policy.toml:ro", policy.display()))
+    .args(["--rootfs", "/:O", "sh", "-c", script])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!(
+        "{}\n--stderr--\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn required_runs_in_a_docker_like_container_and_holds() {
+    if podman().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = docker_like_profile(dir.path());
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "confinement = \"required\"\n[commands]\nallow = [\"echo\", \"python3\", \"setsid\", \"sleep\", \"chmod\"]\n[packs]\noff = [\"python\"]\n",
+    )
+    .unwrap();
+
+    // The container really refuses namespaces, and a run still starts.
+    let out = in_container(
+        &profile,
+        &policy,
+        "unshare -U true 2>/dev/null && echo UNSHARE-WORKS; /agent-rsh run --policy /policy.toml 'echo hi'; echo \"exit=$?\"",
+        "",
+    );
+    assert!(
+        !out.contains("UNSHARE-WORKS"),
+        "the profile refuses unshare: {out}"
+    );
+    assert!(out.contains("hi\nexit=0"), "{out}");
+
+    // A deadline kills a tree that daemonized.
+    let out = in_container(
+        &profile,
+        &policy,
+        "/agent-rsh run --json --timeout 1000 --policy /policy.toml 'setsid -f sleep 300' >/dev/null; /agent-rsh run --json --timeout 1000 --policy /policy.toml -- python3 -c 'import os,time; os.setsid() if os.fork()==0 else None; time.sleep(300)' > /tmp/r.json; sleep 0.5; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done | grep -E 'sleep 300|time.sleep' | grep -v grep && echo SURVIVOR; grep -o '\"tree\":\"[^\"]*\"' /tmp/r.json; echo done",
+        "",
+    );
+    assert!(!out.contains("SURVIVOR"), "{out}");
+
+    // The escapes fail.
+    let attack = r#"
+import os, errno, socket
+def t(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+open("/tmp/victim", "w").close() if False else None
+t("chmod-setuid-outside", lambda: os.chmod("/usr/bin/id", 0o4755))
+t("utime-outside", lambda: os.utime("/etc/passwd", (0, 0)))
+t("setxattr-outside", lambda: os.setxattr("/etc/passwd", "user.x", b"1"))
+def memfd():
+    fd = os.memfd_create("x", 0)
+t("memfd", memfd)
+def sock():
+    s = socket.socket(socket.AF_UNIX); s.connect("/tmp/listener")
+t("socket-outside", sock)
+"#;
+    let out = in_container(
+        &profile,
+        &policy,
+        "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\"/tmp/listener\"); s.listen(); import time; time.sleep(20)' & sleep 0.3; m1=$(stat -c %a%Y /usr/bin/id /etc/passwd); /agent-rsh run --stdin --policy /policy.toml -- python3 -; m2=$(stat -c %a%Y /usr/bin/id /etc/passwd); [ \"$m1\" = \"$m2\" ] && echo UNCHANGED",
+        attack,
+    );
+    for name in [
+        "chmod-setuid-outside",
+        "utime-outside",
+        "setxattr-outside",
+        "memfd",
+        "socket-outside",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {out}"));
+        assert!(!line.ends_with(" ok"), "{line}: {out}");
+    }
+    assert!(out.contains("UNCHANGED"), "{out}");
+}

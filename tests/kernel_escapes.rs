@@ -1,0 +1,360 @@
+//! The kernel layer under attack, with python3 allowed so that every system
+//! call is reachable and the string layer decides nothing: metadata changes
+//! outside the write scopes, the setuid bit, executable memfds, the loader
+//! trick on workspace files, UNIX sockets outside the scopes, a workspace
+//! filled past its size. Each attack runs as root and as an unprivileged
+//! account (nobody, through `setpriv`), under `confinement = "required"`,
+//! with and without the private mount view (the simulation seam takes the
+//! mount namespace away, as a container's seccomp profile does), and the
+//! files it aimed at are compared before and after.
+
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agent-rsh")
+}
+
+fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+const NOBODY: u32 = 65534;
+
+/// A world-readable scratch directory holding the policy and the victims.
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(owner: u32) -> Setup {
+        let dir = tempfile::Builder::new()
+            .prefix("agent-rsh-escape-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+        let victims = dir.path().join("victims");
+        std::fs::create_dir(&victims).unwrap();
+        std::fs::copy("/usr/bin/id", victims.join("idcopy")).unwrap();
+        std::fs::write(victims.join("victim"), "keep me\n").unwrap();
+        for f in ["idcopy", "victim"] {
+            let p = victims.join(f);
+            std::fs::set_permissions(&p, PermissionsExt::from_mode(0o755)).unwrap();
+            std::os::unix::fs::chown(&p, Some(owner), Some(owner)).unwrap();
+        }
+        std::os::unix::fs::chown(&victims, Some(owner), Some(owner)).unwrap();
+        Setup { dir }
+    }
+
+    fn victims(&self) -> PathBuf {
+        self.dir.path().join("victims")
+    }
+
+    fn policy(&self, extra: &str) -> PathBuf {
+        let p = self.dir.path().join("policy.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "confinement = \"required\"\n{extra}\n[commands]\nallow = [\"python3\", \"chmod\", \"touch\", \"git\", \"cat\"]\n[packs]\noff = [\"python\", \"git\"]\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, PermissionsExt::from_mode(0o644)).unwrap();
+        p
+    }
+
+    /// (mode, mtime, owner, xattrs) of every victim.
+    fn snapshot(&self) -> Vec<(String, u32, i64, u32, usize)> {
+        let mut v = Vec::new();
+        for f in ["idcopy", "victim"] {
+            let p = self.victims().join(f);
+            let m = std::fs::metadata(&p).unwrap();
+            v.push((f.to_string(), m.mode(), m.mtime(), m.uid(), xattr_count(&p)));
+        }
+        v
+    }
+}
+
+fn xattr_count(p: &Path) -> usize {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let mut buf = [0u8; 4096];
+    // SAFETY: listxattr into a stack buffer.
+    let n = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    buf[..n.max(0) as usize].iter().filter(|&&b| b == 0).count()
+}
+
+/// Runs `script` with python3 under the policy, as `uid` (0 or nobody),
+/// `simulate` layers taken away; returns the RunResult.
+fn attack(policy: &Path, uid: u32, simulate: &str, script: &str) -> Value {
+    let mut c = if uid == 0 {
+        Command::new(bin())
+    } else {
+        let mut c = Command::new("setpriv");
+        c.args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+            bin().into(),
+        ]);
+        c
+    };
+    c.args(["run", "--json", "--stdin", "--policy"])
+        .arg(policy)
+        .args(["--", "python3", "-"])
+        .env_remove("AGENT_RSH_POLICY")
+        .env("AGENT_RSH_SIMULATE_MISSING", simulate)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a RunResult ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The attack script: each line of output is `NAME ok` or `NAME ERRNO`.
+fn script(victims: &Path) -> String {
+    let v = victims.display();
+    format!(
+        r#"
+import os, errno, socket, shutil, subprocess
+def t(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+V = "{v}"
+t("chmod-setuid-outside", lambda: os.chmod(V + "/idcopy", 0o4777))
+t("chmod-outside", lambda: os.chmod(V + "/victim", 0o777))
+t("utime-outside", lambda: os.utime(V + "/victim", (0, 0)))
+t("setxattr-outside", lambda: os.setxattr(V + "/victim", "user.agent", b"1"))
+t("chown-outside", lambda: os.chown(V + "/victim", 1, 1))
+def memfd_exec():
+    fd = os.memfd_create("x", 0)
+    os.write(fd, open("/usr/bin/python3", "rb").read())
+    os.execve(fd, ["x", "-c", "print('memfd ran')"], {{}})
+t("memfd-exec", memfd_exec)
+def memfd_sealed_exec():
+    fd = os.memfd_create("x", 0x8)
+    os.write(fd, open("/usr/bin/python3", "rb").read())
+    os.execve(fd, ["x", "-c", "print('memfd ran')"], {{}})
+t("memfd-sealed-exec", memfd_sealed_exec)
+def sock():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(V + "/listener")
+t("unix-socket-outside", sock)
+# Controls: the same calls on a file of the workspace.
+open("mine", "w").write("x")
+t("control-chmod-inside", lambda: os.chmod("mine", 0o600))
+t("chmod-setuid-inside", lambda: os.chmod("mine", 0o4755))
+"#
+    )
+}
+
+fn verdicts(r: &Value) -> std::collections::BTreeMap<String, String> {
+    r["stdout"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn listener(path: &Path, owner: u32) -> std::os::unix::net::UnixListener {
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::fs::set_permissions(path, PermissionsExt::from_mode(0o777)).unwrap();
+    std::os::unix::fs::chown(path, Some(owner), Some(owner)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
+    let s = Setup::new(uid);
+    let l = listener(&s.victims().join("listener"), uid);
+    let extra = if victims_readable {
+        format!(
+            "[scopes]\nread = [\"/usr\", \"/lib\", \"/lib64\", \"/etc\", {:?}]",
+            s.victims().display().to_string()
+        )
+    } else {
+        String::new()
+    };
+    let policy = s.policy(&extra);
+    let before = s.snapshot();
+    let r = attack(&policy, uid, simulate, &script(&s.victims()));
+    let v = verdicts(&r);
+    let ctx = format!("uid {uid}, simulate {simulate:?}, readable {victims_readable}: {r}");
+    assert_eq!(r["exitCode"], 0, "{ctx}");
+    let with_view = !simulate.contains("mountns");
+    // With the view, modes change inside the workspace; without it seccomp
+    // refuses every metadata change (the documented price).
+    assert_eq!(
+        v.get("control-chmod-inside").map(String::as_str),
+        Some(if with_view { "ok" } else { "EPERM" }),
+        "{ctx}"
+    );
+    for name in [
+        "chmod-setuid-outside",
+        "chmod-outside",
+        "utime-outside",
+        "setxattr-outside",
+        "chown-outside",
+        "memfd-exec",
+        "memfd-sealed-exec",
+        "chmod-setuid-inside",
+    ] {
+        let got = v.get(name).map(String::as_str).unwrap_or("missing");
+        assert!(
+            ["EPERM", "EROFS", "ENOENT", "EACCES"].contains(&got),
+            "{name} must fail with the kernel's errno, got {got}; {ctx}"
+        );
+    }
+    // A socket outside the scopes cannot be reached. One inside a read
+    // scope can when the mount view holds (the policy named it; Landlock
+    // before ABI 9 cannot refuse a connect by path): README, Security model.
+    let sock = v
+        .get("unix-socket-outside")
+        .map(String::as_str)
+        .unwrap_or("missing");
+    if !victims_readable || !with_view {
+        assert!(
+            ["EPERM", "ENOENT", "EACCES"].contains(&sock),
+            "socket: {sock}; {ctx}"
+        );
+        assert!(
+            l.accept().is_err(),
+            "nothing connected to the listener; {ctx}"
+        );
+    }
+    assert_eq!(before, s.snapshot(), "nothing changed outside; {ctx}");
+    assert_eq!(r["confinement"]["mountView"], with_view, "{ctx}");
+}
+
+#[test]
+fn metadata_memfd_and_sockets_are_refused_as_root() {
+    if !root() {
+        panic!("these attacks need root to create the victims and to drop to nobody");
+    }
+    for readable in [false, true] {
+        check_all_refused(0, "", readable);
+        check_all_refused(0, "mountns", readable);
+    }
+}
+
+#[test]
+fn metadata_memfd_and_sockets_are_refused_as_an_unprivileged_account() {
+    if !root() {
+        panic!("these attacks need root to create the victims and to drop to nobody");
+    }
+    for readable in [false, true] {
+        check_all_refused(NOBODY, "", readable);
+        check_all_refused(NOBODY, "mountns", readable);
+    }
+}
+
+/// The loader trick: an ELF copied into the workspace, run through the
+/// allowed loader (directly, and through git's diff.external with only git
+/// allowed). The workspace is mounted noexec, so the loader cannot map it.
+#[test]
+fn the_loader_cannot_map_a_workspace_binary() {
+    for uid in [0, NOBODY] {
+        let s = Setup::new(uid);
+        let policy = s.policy("");
+        let r = attack(
+            &policy,
+            uid,
+            "",
+            r#"
+import shutil, subprocess, os, sys
+shutil.copy(os.path.realpath(sys.executable), "pycopy")
+os.chmod("pycopy", 0o755)
+code = "print('copied-' + 'ran')"
+p = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "./pycopy", "-c", code], capture_output=True, text=True)
+print("loader", p.returncode, p.stdout.strip() or "-", p.stderr.strip()[:80])
+try:
+    p = subprocess.run(["./pycopy", "-c", code], capture_output=True, text=True)
+    print("direct", p.returncode, p.stdout.strip())
+except OSError as e:
+    print("direct", e.errno)
+"#,
+        );
+        let out = r["stdout"].as_str().unwrap_or("");
+        assert!(out.contains("loader "), "{r}");
+        assert!(!out.contains("copied-ran"), "the copied ELF never ran: {r}");
+        if std::path::Path::new("/usr/bin/git").exists()
+            || std::path::Path::new("/usr/local/bin/git").exists()
+        {
+            let r = attack(
+                &policy,
+                uid,
+                "",
+                r#"
+import shutil, subprocess, os, sys
+env = dict(os.environ, GIT_CONFIG_GLOBAL="/dev/null")
+subprocess.run(["git", "init", "-q", "."], env=env)
+shutil.copy(os.path.realpath(sys.executable), "pycopy")
+os.chmod("pycopy", 0o755)
+subprocess.run(["git", "add", "pycopy"], env=env)
+open("pycopy", "ab").write(b"\0")
+subprocess.run(["git", "config", "diff.external", "/lib64/ld-linux-x86-64.so.2"], env=env)
+p = subprocess.run(["git", "diff"], capture_output=True, text=True, env=env)
+print("gitdiff", p.returncode, p.stdout[:200], p.stderr[:200])
+"#,
+            );
+            let out = r["stdout"].as_str().unwrap_or("");
+            assert!(out.contains("gitdiff"), "{r}");
+            assert!(
+                !out.contains("Python") && !out.contains("can't open file"),
+                "git diff.external did not run the copied ELF: {r}"
+            );
+        }
+    }
+}
+
+/// A fresh workspace is a tmpfs of limits.workspace_bytes: writing past it
+/// fails with ENOSPC, and the disk under it gets nothing.
+#[test]
+fn a_fresh_workspace_is_bounded() {
+    for uid in [0, NOBODY] {
+        let s = Setup::new(uid);
+        let policy =
+            s.policy("[limits]\nworkspace_bytes = 268435456\nfile_size_bytes = 4294967296");
+        let r = attack(
+            &policy,
+            uid,
+            "",
+            r#"
+import errno
+chunk = b"\0" * (1 << 20)
+n = 0
+try:
+    with open("big", "wb") as f:
+        for _ in range(2048):
+            f.write(chunk); f.flush(); n += 1
+    print("wrote", n)
+except OSError as e:
+    print("stopped", n, errno.errorcode.get(e.errno))
+"#,
+        );
+        let out = r["stdout"].as_str().unwrap_or("");
+        assert!(out.starts_with("stopped"), "{r}");
+        assert!(out.contains("ENOSPC"), "{r}");
+        let mib: u64 = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!((200..=256).contains(&mib), "stopped near 256 MiB: {r}");
+        assert_eq!(r["confinement"]["workspaceBytes"], 268435456u64, "{r}");
+    }
+}
