@@ -94,7 +94,7 @@ impl Gen {
             16 => self
                 .r
                 .pick(&[
-                    "*.txt", "*", "s*", "?.txt", "[ab]*", "sub/*", "*.none", "[!a]*", ".*",
+                    "*.txt", "*", "s*", "?.txt", "[ab]*", "sub/*", "*.none", "[!a]*", ".h*",
                 ])
                 .to_string(),
             17 => self
@@ -226,7 +226,8 @@ impl Gen {
             21 => self.r.pick(&["true", "false", ":", "pwd"]).to_string(),
             22 => format!(
                 "cd {}",
-                self.r.pick(&["sub", ".", "", "sub/", "sub/.", "\"$PWD\""])
+                self.r
+                    .pick(&["~/sub", ".", "", "~/sub/", "~/sub/.", "\"$PWD\"", "~"])
             ),
             23 => format!("{}={}", self.r.pick(VARS), self.word()),
             24 => format!("export {}={}", self.r.pick(VARS), self.word_simple()),
@@ -601,4 +602,88 @@ fn generated_scripts_are_valid_bash() {
         );
     }
     let _ = PROGRAMS;
+}
+
+/// bash's own reading of a script's structure: the body of `declare -f`
+/// for a function holding it.
+fn bash_structure(script: &str) -> Option<String> {
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c"])
+        .arg(format!("f() {{\n{script}\n}}\ndeclare -f f"))
+        .env_clear()
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The parser's oracle: the structure agent-rsh parsed, written back with
+/// each word spelled as in the source, reads the same to bash (`declare
+/// -f`) as the original script. Lists, pipelines, compound commands,
+/// redirections, assignments and word boundaries must all agree.
+fn same_structure(script: &str) -> Result<(), String> {
+    let parsed = agent_rsh::script::parse(script, 1 << 20)
+        .map_err(|e| format!("refused {script:?}: {e}"))?;
+    let Some(ours) = agent_rsh::script::render::verbatim(&parsed, script) else {
+        return Ok(());
+    };
+    let want = bash_structure(script);
+    let got = bash_structure(&ours);
+    if want != got || want.is_none() {
+        return Err(format!(
+            "{script:?}\n  read back as {ours:?}\n  bash: {want:?}\n  ours: {got:?}"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn scripts_parse_as_bash_parses_them() {
+    let tricky = [
+        "a;b&&c||d|e|&f",
+        "! a | b && ! c",
+        "a #c\nb",
+        "echo a#b '#' \\#x",
+        "x=1 y=$(a b) c d=2 >f 2>&1 <g",
+        "{ a; b; } >f; ( c; d ) 2>/dev/null | e",
+        "if a; then b; elif c; then d; else e; fi",
+        "while a; do b; done; until c; do d; done",
+        "for x in a \"b c\" $(d); do e $x; done",
+        "for x\ndo a; done",
+        "case $x in a|b) c;; (d) ;; *) e;& esac",
+        "echo ${x:-a b} ${y#*.} \"${z:+q}\" $'a\\tb'",
+        "echo }{ {a,b} \"}\" a{",
+        "echo a\\\nb c\\ d",
+        "python3 -c \"import x\nprint(1)\" | head -n 2",
+        "a &&\n\nb ||\nc |\nd",
+        "echo 2>f a2>g 3>h 2 >i",
+        "echo $(a $(b) \"$(c)\")",
+        "x=$(case a in a) echo b;; esac)",
+        "echo >&2 x 2<&0 3<>f",
+        "cd /tmp && ls -la | grep x > out.txt 2>&1 || echo fail",
+    ];
+    let mut failures = Vec::new();
+    for s in tricky {
+        if let Err(e) = same_structure(s) {
+            failures.push(e);
+        }
+    }
+    for seed in 1..2000u64 {
+        let mut g = Gen {
+            r: Rng::new(seed),
+            depth: 0,
+            pending: Vec::new(),
+            loops: 0,
+            piped: 0,
+        };
+        let script = g.script();
+        if let Err(e) = same_structure(&script) {
+            failures.push(format!("seed {seed}: {e}"));
+        }
+        if failures.len() > 5 {
+            break;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -256,6 +256,9 @@ pub struct Heredoc {
 #[serde(rename_all = "camelCase")]
 pub struct Word {
     pub offset: usize,
+    /// Byte offset just past the word's text (approximate inside
+    /// backquotes and here-document bodies, which are unescaped first).
+    pub end: usize,
     pub parts: Vec<Part>,
 }
 

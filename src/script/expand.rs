@@ -79,7 +79,7 @@ fn units(w: &Word) -> Vec<Unit<'_>> {
     out
 }
 
-fn from_units(offset: usize, us: &[Unit]) -> Word {
+fn from_units(offset: usize, end: usize, us: &[Unit]) -> Word {
     let mut parts: Vec<Part> = Vec::new();
     for u in us {
         match u {
@@ -93,7 +93,7 @@ fn from_units(offset: usize, us: &[Unit]) -> Word {
             Unit::Atom(p) => parts.push((*p).clone()),
         }
     }
-    Word { offset, parts }
+    Word { offset, end, parts }
 }
 
 /// Whether brace expansion could apply (an unquoted `{`).
@@ -111,7 +111,7 @@ pub fn braces(w: &Word) -> Result<Vec<Word>, String> {
     let us = units(w);
     let mut out = Vec::new();
     brace_expand(&us, &mut out, 0)?;
-    Ok(out.iter().map(|u| from_units(w.offset, u)).collect())
+    Ok(out.iter().map(|u| from_units(w.offset, w.end, u)).collect())
 }
 
 fn is_c(u: &Unit, c: char) -> bool {

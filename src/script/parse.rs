@@ -482,6 +482,7 @@ impl<'a> Parser<'a> {
         }
         Ok(Word {
             offset: self.at(start),
+            end: self.at(self.pos),
             parts,
         })
     }
@@ -905,6 +906,7 @@ impl<'a> Parser<'a> {
         }
         Ok(Word {
             offset: self.at(start),
+            end: self.at(self.pos - 1),
             parts,
         })
     }
@@ -1126,6 +1128,7 @@ impl<'a> Parser<'a> {
             let word = if p.quoted {
                 Word {
                     offset: at,
+                    end: self.at(self.pos),
                     parts: vec![Part::Quoted(body)],
                 }
             } else {
@@ -1144,7 +1147,11 @@ impl<'a> Parser<'a> {
                 if parts.is_empty() {
                     parts.push(Part::Quoted(String::new()));
                 }
-                Word { offset: at, parts }
+                Word {
+                    offset: at,
+                    end: self.at(self.pos),
+                    parts,
+                }
             };
             if let Some(h) = self.heredocs.get_mut(p.index) {
                 h.body = word;
@@ -1777,6 +1784,7 @@ impl<'a> Parser<'a> {
             append,
             value: Word {
                 offset: w.offset + value_start,
+                end: w.end,
                 parts,
             },
         }))

@@ -330,3 +330,180 @@ fn subst_in(s: &Script, sub: &Subst, out: &mut String, wrap: bool) {
         out.push('"');
     }
 }
+
+/// The structure as parsed, with every word and redirection in its
+/// original spelling: what bash's `declare -f` prints for this rendering
+/// and for the original must be the same when agent-rsh parsed it as bash
+/// does (the parser's oracle in the tests and the fuzz target). None for
+/// scripts whose spans are not exact (here-documents, backquotes).
+pub fn verbatim(s: &Script, src: &str) -> Option<String> {
+    if !s.heredocs.is_empty() || src.contains('`') {
+        return None;
+    }
+    let mut out = String::new();
+    v_list(&s.body, src, &mut out)?;
+    Some(out)
+}
+
+fn span(src: &str, from: usize, to: usize) -> Option<&str> {
+    src.get(from..to)
+}
+
+fn v_list(l: &List, src: &str, out: &mut String) -> Option<()> {
+    for (i, ao) in l.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        v_pipeline(&ao.first, src, out)?;
+        for (c, p) in &ao.rest {
+            out.push_str(match c {
+                Connector::And => " && ",
+                Connector::Or => " || ",
+            });
+            v_pipeline(p, src, out)?;
+        }
+    }
+    Some(())
+}
+
+fn v_pipeline(p: &Pipeline, src: &str, out: &mut String) -> Option<()> {
+    if p.negated {
+        out.push_str("! ");
+    }
+    for (i, st) in p.stages.iter().enumerate() {
+        if i > 0 {
+            out.push_str(if p.stages[i - 1].stderr_too {
+                " |& "
+            } else {
+                " | "
+            });
+        }
+        v_command(&st.command, src, out)?;
+    }
+    Some(())
+}
+
+fn v_body(l: &List, src: &str, out: &mut String) -> Option<()> {
+    v_list(l, src, out)?;
+    out.push_str("; ");
+    Some(())
+}
+
+fn v_word(w: &Word, src: &str, out: &mut String) -> Option<()> {
+    out.push_str(span(src, w.offset, w.end)?);
+    Some(())
+}
+
+fn v_redirects(rs: &[Redirect], src: &str, out: &mut String) -> Option<()> {
+    for r in rs {
+        let RedirTarget::Word(w) = &r.target else {
+            return None;
+        };
+        out.push(' ');
+        out.push_str(span(src, r.offset, w.end)?);
+    }
+    Some(())
+}
+
+fn v_command(c: &Command, src: &str, out: &mut String) -> Option<()> {
+    match c {
+        Command::Simple(sc) => {
+            let mut items: Vec<(usize, usize)> = Vec::new();
+            for a in &sc.assignments {
+                items.push((a.offset, a.value.end));
+            }
+            for w in &sc.words {
+                items.push((w.offset, w.end));
+            }
+            for r in &sc.redirects {
+                let RedirTarget::Word(w) = &r.target else {
+                    return None;
+                };
+                items.push((r.offset, w.end));
+            }
+            // In source order, as bash prints them.
+            items.sort();
+            for (i, (a, b)) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(span(src, a, b)?);
+            }
+            return Some(());
+        }
+        Command::Subshell { body, .. } => {
+            out.push_str("( ");
+            v_list(body, src, out)?;
+            out.push_str(" )");
+        }
+        Command::Group { body, .. } => {
+            out.push_str("{ ");
+            v_body(body, src, out)?;
+            out.push('}');
+        }
+        Command::If {
+            branches,
+            otherwise,
+            ..
+        } => {
+            for (i, (c, b)) in branches.iter().enumerate() {
+                out.push_str(if i == 0 { "if " } else { "elif " });
+                v_body(c, src, out)?;
+                out.push_str("then ");
+                v_body(b, src, out)?;
+            }
+            if let Some(o) = otherwise {
+                out.push_str("else ");
+                v_body(o, src, out)?;
+            }
+            out.push_str("fi");
+        }
+        Command::While {
+            until,
+            condition,
+            body,
+            ..
+        } => {
+            out.push_str(if *until { "until " } else { "while " });
+            v_body(condition, src, out)?;
+            out.push_str("do ");
+            v_body(body, src, out)?;
+            out.push_str("done");
+        }
+        Command::For {
+            name, words, body, ..
+        } => {
+            let _ = write!(out, "for {name}");
+            if let Some(ws) = words {
+                out.push_str(" in");
+                for w in ws {
+                    out.push(' ');
+                    v_word(w, src, out)?;
+                }
+            }
+            out.push_str("; do ");
+            v_body(body, src, out)?;
+            out.push_str("done");
+        }
+        Command::Case { word, arms, .. } => {
+            out.push_str("case ");
+            v_word(word, src, out)?;
+            out.push_str(" in ");
+            for a in arms {
+                for (i, p) in a.patterns.iter().enumerate() {
+                    if i > 0 {
+                        out.push('|');
+                    }
+                    v_word(p, src, out)?;
+                }
+                out.push_str(") ");
+                if !a.body.is_empty() {
+                    v_body(&a.body, src, out)?;
+                }
+                out.push_str(if a.fall_through { ";& " } else { ";; " });
+            }
+            out.push_str("esac");
+        }
+    }
+    v_redirects(c.redirects(), src, out)
+}
