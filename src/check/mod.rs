@@ -335,8 +335,20 @@ fn not_found(name: &str) -> Denial {
 /// writable place, so the program cannot be swapped by a confined child.
 fn canonical_program(policy: &Policy, candidate: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let real = std::fs::canonicalize(candidate).ok()?;
-    let meta = std::fs::metadata(&real).ok()?;
+    // One lstat first: most candidates on the search path do not exist,
+    // and most programs are plain files in a directory whose canonical
+    // path is known; only a symlink needs the full walk.
+    let meta = std::fs::symlink_metadata(candidate).ok()?;
+    let (real, meta) = if meta.file_type().is_symlink() {
+        let real = std::fs::canonicalize(candidate).ok()?;
+        let meta = std::fs::metadata(&real).ok()?;
+        (real, meta)
+    } else {
+        (
+            canonical_dir(candidate.parent()?)?.join(candidate.file_name()?),
+            meta,
+        )
+    };
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         return None;
     }
@@ -349,6 +361,25 @@ fn canonical_program(policy: &Policy, candidate: &Path) -> Option<PathBuf> {
         if real.starts_with(w) {
             return None;
         }
+    }
+    Some(real)
+}
+
+/// A directory's canonical path, remembered per process: the search path's
+/// few directories are resolved once instead of on every check.
+fn canonical_dir(dir: &Path) -> Option<PathBuf> {
+    use std::sync::Mutex;
+    static KNOWN: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+    if let Ok(known) = KNOWN.lock()
+        && let Some((_, real)) = known.iter().find(|(d, _)| d == dir)
+    {
+        return Some(real.clone());
+    }
+    let real = std::fs::canonicalize(dir).ok()?;
+    if let Ok(mut known) = KNOWN.lock()
+        && known.len() < 64
+    {
+        known.push((dir.to_path_buf(), real.clone()));
     }
     Some(real)
 }
