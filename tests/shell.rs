@@ -818,3 +818,36 @@ fn agent_runs_are_audited_only_when_asked_and_without_env_values() {
     assert_eq!(rec["verdict"], "allow");
     assert_eq!(rec["exitCode"], 0);
 }
+
+#[test]
+fn compound_lines_run_in_the_interpreter_from_dash_c_and_the_shell() {
+    let sys = System::new(BASE);
+    let u = User::new(&[]);
+    std::fs::create_dir(u.home.join("sub")).unwrap();
+    std::fs::write(u.home.join("sub/f"), "x\n").unwrap();
+    chmod(&u.home.join("sub"), 0o777);
+    let out = sys
+        .login(
+            &u,
+            "agent-rsh",
+            &["-c", "cd sub && ls | cat; echo done > out.txt"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "f\n", "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(u.home.join("sub/out.txt")).unwrap(),
+        "done\n"
+    );
+    // In the interactive shell a compound line's cd lasts for that line;
+    // `cd DIR` alone is the session's.
+    let script = "cd sub && ls\nls\ncd sub\nls\n";
+    let out = run_with_stdin(sys.login(&u, "-agent-rsh", &[]), script.as_bytes());
+    assert_eq!(
+        text(&out.stdout),
+        "f\nout.txt\nsub\nf\nout.txt\n",
+        "{}",
+        text(&out.stderr)
+    );
+}
