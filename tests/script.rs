@@ -214,6 +214,8 @@ fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
         ("touch made; sleep 5 &", "syntax.background", 20),
         ("touch made; cat <(ls)", "syntax.process-substitution", 16),
         ("touch made; eval ls", "syntax.eval", 12),
+        ("touch made; exec cd /", "syntax.exec", 17),
+        ("touch made; exec id", "command.not-allowed", 17),
         ("touch made; source x.sh", "syntax.source", 12),
         ("touch made; f() { ls; }", "syntax.function", 12),
         ("touch made; cd /etc && ls", "cd.outside", 15),

@@ -381,6 +381,17 @@ impl Gen {
                 lines.push(body);
             }
         }
+        if self.r.chance(5) {
+            lines.push(
+                self.r
+                    .pick(&[
+                        "exec echo last",
+                        "exec >> out 2>&1; echo logged",
+                        "exec cat a.txt",
+                    ])
+                    .to_string(),
+            );
+        }
         lines.join("\n")
     }
 }

@@ -1001,6 +1001,39 @@ impl Interp<'_> {
             }
             return Ok(st);
         }
+        // `exec` alone makes its redirections the shell's own; `exec CMD`
+        // runs CMD and ends the shell with its status.
+        let mut exec = false;
+        if argv[0] == "exec" {
+            if argv.len() == 1 {
+                let st = match self.apply_redirects(&c.redirects, None)? {
+                    true => 0,
+                    false => 1,
+                };
+                self.report(
+                    serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": now_ns() }),
+                );
+                return Ok(st);
+            }
+            argv.remove(0);
+            offsets.remove(0);
+            exec = true;
+            if verify::BUILTINS.contains(&argv[0].as_str())
+                || verify::refused_builtin(&argv[0]).is_some()
+            {
+                let mut d = Denial::new(
+                    "syntax.exec",
+                    format!(
+                        "`exec {}`: exec runs programs, `{}` is a shell builtin",
+                        argv[0], argv[0]
+                    ),
+                    "run the builtin without exec",
+                )
+                .at_arg(0);
+                d.offset = offsets.first().copied().or(Some(c.offset));
+                return Err(self.deny(d));
+            }
+        }
         let name = argv[0].clone();
         if verify::BUILTINS.contains(&name.as_str()) {
             let started = now_ns();
@@ -1039,6 +1072,9 @@ impl Interp<'_> {
             Some(p) => p,
             None => {
                 say(&format!("{name}: command not found"));
+                if exec {
+                    return Err(Unwind::Exit(127));
+                }
                 return Ok(127);
             }
         };
@@ -1066,6 +1102,9 @@ impl Interp<'_> {
         let raw = wait_pid(pid);
         self.report_end(pid, raw, started);
         self.check_denied()?;
+        if exec {
+            return Err(Unwind::Exit(status_of(raw)));
+        }
         Ok(status_of(raw))
     }
 

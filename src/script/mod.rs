@@ -74,7 +74,7 @@ pub fn interpreter_program() -> PathBuf {
 /// `pwd`, `true` and `false` run as the programs when the policy allows
 /// them (same output), else as builtins.
 pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
-    if verify::refused_builtin(name).is_some() {
+    if verify::refused_builtin(name).is_some() || name == "exec" {
         return true;
     }
     if !verify::BUILTINS.contains(&name) {

@@ -85,7 +85,6 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.source",
             "run the script with an allowed interpreter, or write its commands out",
         ),
-        "exec" => ("syntax.exec", "run the command without exec"),
         "alias" | "unalias" => (
             "syntax.alias",
             "write the command out; aliases are not expanded",
@@ -374,10 +373,23 @@ impl Verifier<'_> {
             self.push(verdict);
             return;
         }
+        // `exec PROGRAM ARGS` is checked as PROGRAM ARGS (the script ends
+        // with it); `exec` alone only redirects the shell's own fds.
+        let mut words: &[Word] = &c.words;
+        if words[0].is_bare("exec") {
+            if words.len() == 1 {
+                verdict.kind = "builtin";
+                verdict.argv = Some(vec!["exec".into()]);
+                self.push(verdict);
+                return;
+            }
+            words = &words[1..];
+        }
+        let exec = words.len() < c.words.len();
         // The argv, with each field's word offset, while it is known.
         let mut argv: Option<Vec<String>> = Some(Vec::new());
         let mut offsets = Vec::new();
-        for w in &c.words {
+        for w in words {
             match (expand::static_fields(w), argv.as_mut()) {
                 (Some(fs), Some(a)) => {
                     offsets.extend(std::iter::repeat_n(w.offset, fs.len()));
@@ -388,7 +400,7 @@ impl Verifier<'_> {
         }
         let first = match &argv {
             Some(a) => a.first().cloned(),
-            None => expand::static_fields(&c.words[0]).and_then(|f| f.into_iter().next()),
+            None => expand::static_fields(&words[0]).and_then(|f| f.into_iter().next()),
         };
         let Some(name) = first else {
             verdict.kind = "dynamic";
@@ -397,8 +409,20 @@ impl Verifier<'_> {
             self.after(c, None);
             return;
         };
-        let name_offset = c.words[0].offset;
+        let name_offset = words[0].offset;
         verdict.argv = argv.clone();
+        if exec && (BUILTINS.contains(&name.as_str()) || refused_builtin(&name).is_some()) {
+            let mut d = Denial::new(
+                "syntax.exec",
+                format!("`exec {name}`: exec runs programs, `{name}` is a shell builtin"),
+                "run the builtin without exec",
+            )
+            .at_arg(0);
+            d.offset = Some(name_offset);
+            deny(&mut verdict, d);
+            self.push(verdict);
+            return;
+        }
         if BUILTINS.contains(&name.as_str()) {
             verdict.kind = "builtin";
             if let Err(d) = self.builtin(&name, c, argv.as_deref()) {
