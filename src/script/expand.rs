@@ -227,7 +227,7 @@ fn sequence(us: &[Unit]) -> Result<Option<Vec<String>>, String> {
             }
         };
         let w = width(a).max(width(b));
-        let count = (x - y).unsigned_abs() / step as u64 + 1;
+        let count = x.abs_diff(y) / step as u64 + 1;
         if count > MAX_BRACE_WORDS as u64 {
             return Err(format!(
                 "brace expansion makes more than {MAX_BRACE_WORDS} words"
@@ -238,7 +238,7 @@ fn sequence(us: &[Unit]) -> Result<Option<Vec<String>>, String> {
         for _ in 0..count {
             out.push(if w > 0 {
                 if v < 0 {
-                    format!("-{:0>width$}", -v, width = w - 1)
+                    format!("-{:0>width$}", v.unsigned_abs(), width = w - 1)
                 } else {
                     format!("{v:0>w$}")
                 }
@@ -246,9 +246,9 @@ fn sequence(us: &[Unit]) -> Result<Option<Vec<String>>, String> {
                 v.to_string()
             });
             if x <= y {
-                v += step;
+                v = v.saturating_add(step);
             } else {
-                v -= step;
+                v = v.saturating_sub(step);
             }
         }
         return Ok(Some(out));

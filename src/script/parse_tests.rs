@@ -231,3 +231,21 @@ fn simple_commands_are_numbered_in_source_order() {
     assert_eq!(ids, vec![(0, 4), (1, 0), (2, 9), (3, 12)]);
     assert_eq!(s.simple_commands, 4);
 }
+
+#[test]
+fn the_interpreter_job_carries_any_policy() {
+    use crate::policy::{EXAMPLE_POLICY, Policy, Source};
+    for text in [EXAMPLE_POLICY, crate::policy::DEFAULT_POLICY] {
+        let p = Policy::parse(text, Source::Embedded).unwrap();
+        let job = super::interp::Job {
+            script: "ls | wc -l".into(),
+            max_bytes: 8192,
+            policy: p.clone(),
+            workspace: "/tmp/x".into(),
+            resolved: vec![None, None],
+        };
+        let json = serde_json::to_vec(&job).unwrap();
+        let back: super::interp::Job = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.policy.to_toml(), p.to_toml());
+    }
+}
