@@ -488,7 +488,8 @@ fn check_script(
             let what = match (&st.argv, &st.program) {
                 (Some(argv), Some(p)) => format!("{} ({})", shell_words(argv), p.display()),
                 (Some(argv), None) => shell_words(argv),
-                (None, _) => "words known at run time".to_string(),
+                (None, Some(p)) => format!("{} (arguments known at run time)", p.display()),
+                (None, None) => "words known at run time".to_string(),
             };
             out.push_str(&format!(
                 "  {:<9} byte {:<5} {:<10} {what}\n",

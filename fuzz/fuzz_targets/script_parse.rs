@@ -36,7 +36,11 @@ impl Bash {
     fn start() -> Bash {
         let dir = std::env::temp_dir().join(format!("agent-rsh-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut child = Command::new("bash")
+        let bash = ["/bin/bash", "/usr/bin/bash"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("bash is needed for the parser's oracle");
+        let mut child = Command::new(bash)
             .args(["--noprofile", "--norc", "-s"])
             .current_dir(&dir)
             .env_clear()

@@ -1753,11 +1753,13 @@ impl<'a> Parser<'a> {
         } else if rest.starts_with('=') {
             (false, name_end + 1)
         } else {
-            if rest.starts_with('[') && w.literal().is_some_and(|t| t.contains("]=")) {
+            // bash reads `NAME[...]` here as an array subscript, across
+            // spaces and lines, up to the matching `]`.
+            if rest.starts_with('[') {
                 return Err(unsupported(
                     w.offset,
-                    "array assignment",
-                    "use plain variables, or a file with one item per line",
+                    "an array subscript (`NAME[...]`) where a command or an assignment starts",
+                    "use plain variables; quote the word if it is a command name",
                 ));
             }
             return Ok(None);

@@ -172,6 +172,8 @@ fn refusals() {
         ("echo $1", "syntax.unsupported", 5),
         ("echo \"$@\"", "syntax.unsupported", 6),
         ("a=(1 2)", "syntax.unsupported", 0),
+        ("cs[f e", "syntax.unsupported", 0),
+        ("x=1 a[1]=2 ls", "syntax.unsupported", 4),
         ("echo ${x/a/b}", "syntax.unsupported", 5),
         ("echo {fd}>f", "syntax.unsupported", 5),
         ("ls |", "syntax.error", 4),
