@@ -849,8 +849,18 @@ impl<'a> Parser<'a> {
                     self.pos += 1;
                 }
                 b'\'' if quoted && !trim => {
-                    push_quoted(&mut parts, "'");
-                    self.pos += 1;
+                    // bash's parser still pairs single quotes here (to find
+                    // the closing brace), though the expansion keeps them.
+                    let Some(end) = self.src[i + 1..].find('\'') else {
+                        return Err(err(
+                            "lex.unterminated",
+                            self.at(i),
+                            "single quote is never closed".into(),
+                            "close the quote with a matching '",
+                        ));
+                    };
+                    push_quoted(&mut parts, &self.src[i..i + 2 + end]);
+                    self.pos = i + 2 + end;
                 }
                 b'"' if quoted => {
                     return Err(unsupported(
@@ -1347,7 +1357,9 @@ impl<'a> Parser<'a> {
                     }
                     "for" => self.parse_for(at)?,
                     "case" => self.parse_case(at)?,
-                    t if TERMINATORS.contains(&t) || t == "!" => return Err(self.unexpected()),
+                    t if TERMINATORS.contains(&t) || matches!(t, "!" | "in" | "]]") => {
+                        return Err(self.unexpected());
+                    }
                     "function" => {
                         return Err(err(
                             "syntax.function",

@@ -293,6 +293,11 @@ fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
             // Inside double quotes: keep the operand's text double-quoted.
             for part in &a.parts {
                 match part {
+                    // A paired single-quoted run stays as it is (bash pairs
+                    // the quotes there and keeps them).
+                    Part::Quoted(t) if t.len() >= 2 && t.starts_with('\'') && t.ends_with('\'') => {
+                        out.push_str(t);
+                    }
                     Part::Lit(t) | Part::Quoted(t) => {
                         for c in t.chars() {
                             if matches!(c, '"' | '\\' | '$' | '`' | '}') {
