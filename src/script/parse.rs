@@ -821,7 +821,6 @@ impl<'a> Parser<'a> {
     ) -> Result<Word, LexError> {
         let start = self.pos;
         let mut parts = Vec::new();
-        let mut depth = 0usize;
         let trim = matches!(op, ParamOp::TrimPrefix { .. } | ParamOp::TrimSuffix { .. });
         loop {
             let i = self.pos;
@@ -834,19 +833,11 @@ impl<'a> Parser<'a> {
                 ));
             };
             match c {
-                b'}' if depth == 0 => {
+                // The first `}` closes: bash does not pair plain braces
+                // here (`${x:-{a}}` is `{a` then `}`).
+                b'}' => {
                     self.pos += 1;
                     break;
-                }
-                b'}' => {
-                    depth -= 1;
-                    self.add_operand_char(&mut parts, quoted, "}");
-                    self.pos += 1;
-                }
-                b'{' => {
-                    depth += 1;
-                    self.add_operand_char(&mut parts, quoted, "{");
-                    self.pos += 1;
                 }
                 b'\'' if quoted && !trim => {
                     // bash's parser still pairs single quotes here (to find
@@ -919,14 +910,6 @@ impl<'a> Parser<'a> {
             end: self.at(self.pos - 1),
             parts,
         })
-    }
-
-    fn add_operand_char(&self, parts: &mut Vec<Part>, quoted: bool, s: &str) {
-        if quoted {
-            push_quoted(parts, s);
-        } else {
-            push_lit(parts, s);
-        }
     }
 
     /// `$'...'` after the opening quote.

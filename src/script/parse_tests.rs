@@ -60,6 +60,7 @@ fn words_and_quoting() {
             "echo ${#x} ${x#a*} ${x##*/} ${x%.py} ${x%%.*}",
         ),
         ("echo \"${x:-'a'}\"", "echo \"${x:-'a'}\""),
+        ("echo ${x:-{a}} ${y-${z-}}", "echo ${x:-{a}} ${y-${z-}}"),
         ("echo \"${x:-'a}b'}\"", "echo \"${x:-'a}b'}\""),
         (
             "echo $(ls -la | wc -l) `pwd`",
