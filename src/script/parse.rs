@@ -52,7 +52,7 @@ pub fn parse(src: &str, max_bytes: usize) -> Result<Script, LexError> {
             });
         }
     }
-    let mut p = Parser::new(src, 0, 0);
+    let mut p = Parser::new(src, src, 0, 0);
     let body = p.parse_list()?;
     match p.peek()?.kind {
         TokKind::Eof => {}
@@ -209,9 +209,12 @@ enum Quoting {
     Heredoc,
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'r> {
     src: &'a str,
     b: &'a [u8],
+    /// The whole command string (a sub-parser reads an unescaped copy of
+    /// part of it): offsets are kept inside it, on character boundaries.
+    root: &'r str,
     pos: usize,
     /// Added to local positions: the offset of `src` in the command string.
     base: usize,
@@ -271,11 +274,12 @@ fn push_quoted(parts: &mut Vec<Part>, s: &str) {
     }
 }
 
-impl<'a> Parser<'a> {
-    fn new(src: &'a str, base: usize, next_id: usize) -> Parser<'a> {
+impl<'a, 'r> Parser<'a, 'r> {
+    fn new(src: &'a str, root: &'r str, base: usize, next_id: usize) -> Parser<'a, 'r> {
         Parser {
             src,
             b: src.as_bytes(),
+            root,
             pos: 0,
             base,
             heredocs: Vec::new(),
@@ -287,7 +291,11 @@ impl<'a> Parser<'a> {
     }
 
     fn at(&self, local: usize) -> usize {
-        self.base + local
+        let mut at = (self.base + local).min(self.root.len());
+        while !self.root.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
     }
 
     fn byte(&self, i: usize) -> Option<u8> {
@@ -1068,7 +1076,7 @@ impl<'a> Parser<'a> {
         }
         self.pos = i + 1;
         self.enter(at)?;
-        let mut sub = Parser::new(&inner, at + 1, self.next_id);
+        let mut sub = Parser::new(&inner, self.root, at + 1, self.next_id);
         sub.depth = self.depth;
         let body = sub.parse_list()?;
         if !matches!(sub.peek()?.kind, TokKind::Eof) {
@@ -1125,7 +1133,7 @@ impl<'a> Parser<'a> {
                     parts: vec![Part::Quoted(body)],
                 }
             } else {
-                let mut sub = Parser::new(&body, at, self.next_id);
+                let mut sub = Parser::new(&body, self.root, at, self.next_id);
                 sub.depth = self.depth;
                 let mut parts = Vec::new();
                 sub.read_quoted(&mut parts, Quoting::Heredoc, 0)?;
@@ -1288,8 +1296,8 @@ impl<'a> Parser<'a> {
         self.enter(at)?;
         let cmd = match &tok.kind {
             TokKind::Op(Op::LParen) => {
-                let local = at - self.base;
-                if self.byte(local + 1) == Some(b'(') {
+                // The `(` is peeked: `pos` is just past it.
+                if self.byte(self.pos) == Some(b'(') {
                     return Err(err(
                         "syntax.arithmetic",
                         at,
