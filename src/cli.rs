@@ -285,6 +285,12 @@ pub fn exit_code(code: i32) -> ExitCode {
 pub fn main() -> ExitCode {
     sanitize_std_fds();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::script::INTERPRETER_ARG)
+    {
+        return exit_code(crate::script::interp::main(&args));
+    }
     if let Some(inv) = crate::shell::detect(&args) {
         if args.len() == 1
             && inv == Ok(crate::shell::Invocation::Session { login: false })
@@ -501,6 +507,12 @@ fn report_text(r: &RunResult) {
 fn cmd_check(policy: Option<&Path>, a: CheckArgs) -> CliResult {
     let policy = load_policy(policy)?;
     let req = a.request.request(StdinMode::Null);
+    if let CommandInput::Line(line) = &req.command
+        && let Some(code) =
+            check_script(&policy, &req, line, a.request.workspace.as_deref(), a.json)
+    {
+        return Ok(exit_code(code));
+    }
     let (verdict, judged) = check::admit_explained(&policy, &req, a.request.workspace.as_deref());
     if a.json {
         let mut v = match &verdict {
@@ -542,6 +554,84 @@ fn cmd_check(policy: Option<&Path>, a: CheckArgs) -> CliResult {
         Err(d) if d.kind == check::DenialKind::NotFound => code::NOT_FOUND,
         Err(_) => code::DENIED,
     }))
+}
+
+/// `check` of a compound command: the parsed structure and every stage's
+/// verdict. None when the line is a simple command (the usual report).
+fn check_script(
+    policy: &Policy,
+    req: &Request,
+    line: &str,
+    workspace: Option<&Path>,
+    json: bool,
+) -> Option<i32> {
+    if policy.syntax != policy::Syntax::Compound {
+        return None;
+    }
+    let simple = crate::lex::lex(line, policy.max_command_bytes)
+        .ok()
+        .filter(|w| !crate::script::runs_as_builtin(policy, &w[0].text));
+    if simple.is_some() {
+        return None;
+    }
+    // The whole verdict (cwd, env and timeout included), as `run` decides.
+    let verdict = check::admit(policy, req, workspace);
+    let cwd = check::confine_cwd(req.cwd.as_deref()).unwrap_or_default();
+    let sp = crate::script::plan(policy, line, &cwd, workspace, true).ok();
+    let (word, code) = match &verdict {
+        Ok(_) => ("allow", 0),
+        Err(d) if d.kind == check::DenialKind::NotFound => ("notFound", code::NOT_FOUND),
+        Err(_) => ("deny", code::DENIED),
+    };
+    if json {
+        let mut v = serde_json::json!({
+            "verdict": if word == "allow" { "allow" } else if word == "deny" { "deny" } else { "notFound" },
+            "command": req.display(),
+            "syntax": "compound",
+        });
+        match &verdict {
+            Ok(plan) => v["warnings"] = serde_json::json!(plan.warnings),
+            Err(d) => v["denial"] = serde_json::json!(d),
+        }
+        if let Some(sp) = &sp {
+            v["script"] = serde_json::json!(sp.script);
+            v["stages"] = serde_json::json!(sp.verified.stages);
+        }
+        println!("{v}");
+        return Some(code);
+    }
+    let mut out = String::new();
+    match &verdict {
+        Ok(_) => out.push_str(&format!(
+            "allow: compound command, {} simple commands\n",
+            sp.as_ref().map_or(0, |s| s.script.simple_commands)
+        )),
+        Err(d) => out.push_str(&format!("{word}: {d}\n")),
+    }
+    if let Some(sp) = &sp {
+        let mut stages: Vec<_> = sp.verified.stages.iter().collect();
+        stages.sort_by_key(|s| s.offset);
+        for st in stages {
+            let what = match (&st.argv, &st.program) {
+                (Some(argv), Some(p)) => format!("{} ({})", shell_words(argv), p.display()),
+                (Some(argv), None) => shell_words(argv),
+                (None, Some(p)) => format!("{} (arguments known at run time)", p.display()),
+                (None, None) => "words known at run time".to_string(),
+            };
+            out.push_str(&format!(
+                "  {:<9} byte {:<5} {:<10} {what}\n",
+                st.verdict, st.offset, st.kind
+            ));
+            if let Some(d) = &st.denial {
+                out.push_str(&format!("            {d}\n"));
+            }
+            for w in &st.warnings {
+                out.push_str(&format!("            warning: {w}\n"));
+            }
+        }
+    }
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Some(code)
 }
 
 /// argv rendered with single quotes where needed, for humans.

@@ -10,6 +10,7 @@ use crate::exec::{self, Sink};
 use crate::policy::Policy;
 use crate::result::Stream;
 use crate::result::{Encoding, RunResult, Status};
+use crate::script::job::ScriptJob;
 use crate::workspace::Workspace;
 use std::path::PathBuf;
 
@@ -74,7 +75,7 @@ pub fn execute(
     sink: &mut dyn Sink,
 ) -> RunResult {
     let command = req.display();
-    let plan = match check::admit(policy, req, opts.workspace.as_deref()) {
+    let mut plan = match check::admit(policy, req, opts.workspace.as_deref()) {
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };
@@ -89,6 +90,28 @@ pub fn execute(
     let cwd = match ws.resolve_cwd(&plan.cwd) {
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
+    };
+    // A compound command: the job for agent-rsh's interpreter.
+    let job = match &plan.script {
+        Some(sp) => {
+            if let Err(e) = interpreter_out_of_reach(policy, &plan.program, ws.root()) {
+                return RunResult::failed(command, e);
+            }
+            match ScriptJob::create(policy, sp, ws.root()) {
+                Ok(j) => {
+                    plan.pass_fd = Some(j.raw_fd());
+                    plan.argv.push(j.raw_fd().to_string());
+                    Some(j)
+                }
+                Err(e) => {
+                    return RunResult::failed(
+                        command,
+                        format!("cannot hand the script to the interpreter: {e}"),
+                    );
+                }
+            }
+        }
+        None => None,
     };
     // A persistent workspace (often a repository) keeps HOME, TMPDIR and
     // the caches out of it: they live in its state directory, which the
@@ -138,6 +161,12 @@ pub fn execute(
             }
         }
     }
+    let mut script_sink = ScriptSink(sink);
+    let sink: &mut dyn Sink = if job.is_some() {
+        &mut script_sink
+    } else {
+        script_sink.0
+    };
     let outcome = exec::run(
         &plan,
         &cwd,
@@ -148,7 +177,12 @@ pub fn execute(
         opts.cancel,
     );
 
-    let mut r = RunResult::new(command, plan.argv.clone(), Status::Failed);
+    let argv = if job.is_some() {
+        Vec::new()
+    } else {
+        plan.argv.clone()
+    };
+    let mut r = RunResult::new(command, argv, Status::Failed);
     r.cwd = Some(cwd.display().to_string());
     r.warnings = plan.warnings.clone();
     r.warnings.extend_from_slice(confinement.warnings());
@@ -187,6 +221,19 @@ pub fn execute(
             || o.stdout.held() > out_share
             || o.stderr.held() > err_share);
     r.warnings.extend(o.warnings);
+    if let Some(job) = &job {
+        let reported = job.collect();
+        r.commands = Some(reported.commands);
+        r.warnings.extend(reported.warnings);
+        if let Some(d) = reported.denial {
+            // A command whose words came from expansions was refused:
+            // the script stopped there with 126.
+            r.status = Status::Denied;
+            r.exit_code = Some(crate::result::code::DENIED);
+            r.denial = Some(d);
+            return r;
+        }
+    }
     if let Some((stage, errno)) = o.exec_error {
         explain_exec_error(&mut r, stage, errno);
     } else if let Some(hint) =
@@ -198,6 +245,42 @@ pub fn execute(
         r.warnings.push(w);
     }
     r
+}
+
+/// Hides the interpreter's own argv from the `start` event: a compound
+/// command's argv is empty, its commands are listed in the RunResult.
+struct ScriptSink<'a>(&'a mut dyn Sink);
+
+impl Sink for ScriptSink<'_> {
+    fn started(&mut self, pid: i32, _argv: &[String], cwd: &std::path::Path) {
+        self.0.started(pid, &[], cwd);
+    }
+
+    fn output(&mut self, stream: crate::result::Stream, data: &[u8]) {
+        self.0.output(stream, data);
+    }
+}
+
+/// The interpreter is executed by the run: it must not lie where the run
+/// (or anyone confined like it) can write, or a command could replace it.
+fn interpreter_out_of_reach(
+    policy: &Policy,
+    program: &std::path::Path,
+    workspace: &std::path::Path,
+) -> Result<(), String> {
+    let writable = std::iter::once(workspace)
+        .chain(policy.scopes.write.iter().map(|p| p.as_path()))
+        .chain(policy.workspace.parent.iter().map(|p| p.as_path()));
+    for w in writable {
+        if program.starts_with(w) {
+            return Err(format!(
+                "agent-rsh's own binary {} lies in {}, which the run can write; compound commands run agent-rsh's interpreter, so install agent-rsh outside the workspace and the write scopes (or set syntax = \"simple\")",
+                program.display(),
+                w.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Turns a failure between fork and exec into a status and a clear reason.

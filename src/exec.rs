@@ -147,6 +147,8 @@ struct ChildSpec {
     /// Build the mount view (the guardian is cloned with CLONE_NEWNS).
     view: bool,
     mask: libc::sigset_t,
+    /// Kept open across exec (`Plan::pass_fd`), or -1.
+    pass_fd: RawFd,
 }
 
 const MSG_PID: u8 = b'P';
@@ -514,6 +516,7 @@ fn start<'p>(
         pid_ns: confinement.want_pid_namespace,
         view: confinement.view().is_some(),
         mask: parts.mask,
+        pass_fd: plan.pass_fd.unwrap_or(-1),
     };
     let guardian = spawn_guardian(&mut spec, confinement)?;
     drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
@@ -997,6 +1000,10 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         );
+        // The compound-command interpreter's job (see `script::interp`).
+        if spec.pass_fd >= 0 {
+            libc::fcntl(spec.pass_fd, libc::F_SETFD, 0);
+        }
         libc::execve(spec.program, spec.argv, spec.envp);
         fail(Stage::Exec, errno());
     }

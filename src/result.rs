@@ -64,6 +64,24 @@ pub struct RunResult {
     /// Set when the workspace is kept after the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// A compound command: every simple command it executed, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<CommandRecord>>,
+}
+
+/// One simple command a compound command executed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRecord {
+    pub argv: Vec<String>,
+    /// Byte offset of the command in the command string.
+    pub offset: usize,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    /// A shell builtin run by agent-rsh itself (`cd`, `export`, ...).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub builtin: bool,
 }
 
 /// The `schema` field: always `SCHEMA`; reading another is an error.
@@ -160,6 +178,7 @@ impl RunResult {
             denial: None,
             error: None,
             workspace: None,
+            commands: None,
         }
     }
 

@@ -22,29 +22,7 @@ pub struct Workspace {
 /// `~/.local/state`), or under `/tmp/agent-rsh-UID-state/` when that is
 /// not writable or lies inside the workspace.
 pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
-    let name: String = workspace
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect();
-    // FNV-1a: stable across runs and builds.
-    let hash = workspace
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    let leaf = format!("{name}-{hash:016x}");
+    let leaf = state_leaf(workspace);
     let home = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
@@ -73,6 +51,34 @@ pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
     let dir = base.join(leaf);
     make_private(&dir)?;
     dir.canonicalize()
+}
+
+/// The name of a workspace's state directory inside its base: the
+/// workspace's own name and a hash of its path.
+pub fn state_leaf(workspace: &Path) -> String {
+    let name: String = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    // FNV-1a: stable across runs and builds.
+    let hash = workspace
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    format!("{name}-{hash:016x}")
 }
 
 fn make_private(dir: &Path) -> io::Result<()> {

@@ -24,5 +24,7 @@ mod mcp_python;
 mod mcp_typescript;
 mod profiles;
 mod run;
+mod script;
+mod script_bash;
 mod shell;
 mod userns;

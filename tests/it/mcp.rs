@@ -1078,3 +1078,31 @@ fn structured_content_is_capped_like_the_text() {
         "{text}"
     );
 }
+
+#[test]
+fn compound_commands_run_through_the_same_interpreter() {
+    let mut s = Server::start(None);
+    let r = s.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "echo b > f; echo a >> f; sort f | head -n 1 && cat missing 2>/dev/null || echo fallback"}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["isError"], false, "{r}");
+    assert_eq!(res["structuredContent"]["stdout"], "a\nfallback\n", "{r}");
+    let cmds = res["structuredContent"]["commands"].as_array().unwrap();
+    assert_eq!(cmds.len(), 6, "{r}");
+    // A refused stage anywhere refuses the script, at its offset.
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "ls | id"}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["isError"], true, "{r}");
+    assert_eq!(
+        res["structuredContent"]["denial"]["rule"],
+        "command.not-allowed"
+    );
+    assert_eq!(res["structuredContent"]["denial"]["offset"], 5);
+}

@@ -103,8 +103,16 @@ fn child_exit_code_and_signal_are_reported() {
 
 #[test]
 fn refusals_name_rule_and_offset_and_run_nothing() {
+    // syntax = "simple" refuses what it always refused, with the same
+    // rules and offsets.
     let ws = tempfile::tempdir().unwrap();
-    let p = shell_policy();
+    let p = policy(
+        r#"
+syntax = "simple"
+[commands]
+allow = ["bash", "sleep", "setsid", "echo", "env", "cat", "grep", "head", "touch", "ls", "true"]
+"#,
+    );
     let pol = p.path.to_str().unwrap();
     let long = format!("touch {}", "a".repeat(9000));
     let cases: &[(&str, &str, Option<u64>)] = &[
@@ -143,7 +151,7 @@ fn refusals_name_rule_and_offset_and_run_nothing() {
 
     // Text mode: one line with the rule, one with the hint, on stderr.
     agent()
-        .args(["run", "ls; id"])
+        .args(["run", "--policy", pol, "ls; id"])
         .assert()
         .code(126)
         .stdout("")
@@ -473,8 +481,11 @@ fn check_reports_without_running() {
     let v = json(&out.get_output().stdout);
     assert_eq!(v["verdict"], "allow");
     assert_eq!(v["argv"], serde_json::json!(["ls", "-la"]));
+    let simple = policy("syntax = \"simple\"\n[commands]\nallow = [\"ls\", \"wc\"]\n");
     let out = agent()
-        .args(["check", "--json", "ls | wc"])
+        .args(["check", "--json", "--policy"])
+        .arg(&simple.path)
+        .arg("ls | wc")
         .assert()
         .code(126);
     let v = json(&out.get_output().stdout);
@@ -743,7 +754,9 @@ fn events_strip_ansi_as_json_does_and_carry_binary_as_base64() {
 
 #[test]
 fn refusals_give_hints_a_model_can_act_on() {
-    let p = policy("[commands]\nallow = [\"ls\", \"cat\", \"tee\", \"git\"]\n");
+    // The hints for shell syntax are those of the strict contract.
+    let p =
+        policy("syntax = \"simple\"\n[commands]\nallow = [\"ls\", \"cat\", \"tee\", \"git\"]\n");
     let denial = |cmd: &str| {
         let out = agent()
             .args(["run", "--json", "--policy"])

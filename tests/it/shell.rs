@@ -149,7 +149,7 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
     assert!(out.stdout.is_empty());
     let err = text(&out.stderr);
     assert!(
-        err.contains("denied (lex.list)") && err.contains("hint:"),
+        err.contains("denied (command.not-allowed)") && err.contains("hint:"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -202,7 +202,7 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
     assert_eq!(cmds[0]["user"], u.name.as_str());
     assert_eq!(cmds[0]["face"], "login-command");
     assert_eq!(cmds[1]["verdict"], "deny");
-    assert_eq!(cmds[1]["rule"], "lex.list");
+    assert_eq!(cmds[1]["rule"], "command.not-allowed");
     assert_eq!(cmds[1]["exitCode"], 126);
     assert_eq!(cmds[5]["exitCode"], 2);
 }
@@ -797,4 +797,37 @@ fn a_home_that_is_a_system_directory_refuses_the_login() {
     );
     assert!(err.contains("usermod -d"), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn compound_lines_run_in_the_interpreter_from_dash_c_and_the_shell() {
+    let sys = System::new(BASE);
+    let u = User::with_home(&[]);
+    std::fs::create_dir(u.home.join("sub")).unwrap();
+    std::fs::write(u.home.join("sub/f"), "x\n").unwrap();
+    chmod(&u.home.join("sub"), 0o777);
+    let out = sys
+        .login(
+            &u,
+            "agent-rsh",
+            &["-c", "cd sub && ls | cat; echo done > out.txt"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "f\n", "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(u.home.join("sub/out.txt")).unwrap(),
+        "done\n"
+    );
+    // In the interactive shell a compound line's cd lasts for that line;
+    // `cd DIR` alone is the session's.
+    let script = "cd sub && ls\nls\ncd sub\nls\n";
+    let out = run_with_stdin(sys.login(&u, "-agent-rsh", &[]), script.as_bytes());
+    assert_eq!(
+        text(&out.stdout),
+        "f\nout.txt\nsub\nf\nout.txt\n",
+        "{}",
+        text(&out.stderr)
+    );
 }
