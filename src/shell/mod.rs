@@ -41,7 +41,7 @@ mod session;
 use crate::audit::{AuditLog, Origin, Record};
 pub use crate::policy::ShellPolicy;
 use crate::policy::profile::Identity;
-use crate::policy::{Policy, PolicyError, Source};
+use crate::policy::{Invalid, Policy, PolicyError, Source};
 use crate::result::code;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -189,6 +189,10 @@ pub enum LoginError {
     NoPasswdEntry(u32),
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    #[error(
+        "{0}; this account's shell needs a system policy (an administrator can start from `agent-rsh policy init`)"
+    )]
+    NoSystemPolicy(PolicyError),
     #[error("home directory {} of {user} cannot be used: {source}", .dir.display())]
     Home {
         dir: PathBuf,
@@ -321,14 +325,9 @@ fn group_names(primary: nix::unistd::Gid) -> Vec<String> {
 /// The system policy with this user's sections, or the policy named by
 /// `$AGENT_RSH_POLICY` when the system policy allows that. Returns the
 /// policy and a description of where it came from, for the audit log.
-fn login_policy(who: &Identity) -> Result<(Policy, String), PolicyError> {
+fn login_policy(who: &Identity) -> Result<(Policy, String), LoginError> {
     let system = Path::new(SYSTEM_POLICY);
-    let base = Policy::load_file(system).map_err(|mut e| {
-        e.message.push_str(
-            "; this account's shell needs a system policy (an administrator can start from `agent-rsh policy init`)",
-        );
-        e
-    })?;
+    let base = Policy::load_file(system).map_err(LoginError::NoSystemPolicy)?;
     let (policy, sections) = with_sections(&base, who, Source::File(system.into()))?;
     let describe = |path: &Path, sections: &[String]| {
         if sections.is_empty() {
@@ -360,10 +359,10 @@ fn with_sections(
     who: &Identity,
     source: Source,
 ) -> Result<(Policy, Vec<String>), PolicyError> {
-    crate::policy::profile::effective(base, who, &source).map_err(|message| PolicyError {
+    crate::policy::profile::effective(base, who, &source).map_err(|e| PolicyError {
         source,
         position: None,
-        message,
+        problem: Invalid::Section(e).into(),
     })
 }
 
