@@ -347,4 +347,23 @@ commands.allow = ["echo"]
             );
         }
     }
+
+    #[test]
+    fn a_section_error_names_the_section_and_the_key_path() {
+        let e = Policy::parse(
+            "[users.a]\ncommands.allow = { append = [\"x\"] }\n",
+            Source::Embedded,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy <embedded default policy>: [users.a]: commands.allow: a list is replaced \
+             by an array or edited with { add = [...], remove = [...] }; `append` is neither"
+        );
+        let e = Policy::parse("[groups.g]\nlimits.users = 1\n", Source::Embedded).unwrap_err();
+        assert_eq!(
+            e.problem.to_string(),
+            "[groups.g]: limits.`users` cannot appear inside a section; sections do not nest"
+        );
+    }
 }
