@@ -147,6 +147,10 @@ struct ChildSpec {
     /// Build the mount view (the guardian is cloned with CLONE_NEWNS).
     view: bool,
     mask: libc::sigset_t,
+    /// Open `cgroup.procs` files of the run's cgroup (one per hierarchy:
+    /// two for cgroup v1), written by the guardian before anything else.
+    cgroup: [RawFd; 2],
+    cgroup_n: usize,
 }
 
 const MSG_PID: u8 = b'P';
@@ -239,6 +243,14 @@ pub fn run(
                 "building it failed: {}",
                 io::Error::from_raw_os_error(e)
             ))
+        {
+            reap(s.guardian);
+            continue;
+        }
+        // The guardian could not join the run's cgroup: run without it
+        // where another mechanism holds the bounds (else the error stands).
+        if let Some((Stage::Cgroup, e)) = s.exec_error
+            && confinement.give_up_cgroup(&io::Error::from_raw_os_error(e).to_string())
         {
             reap(s.guardian);
             continue;
@@ -413,6 +425,10 @@ pub fn run(
         }
     }
 
+    // Every process of the run has ended (or is killed now): what its
+    // cgroup counted becomes warnings, and the cgroup goes.
+    warnings.extend(confinement.finish_cgroup());
+
     let (status, exit_code, signal) = match (interrupted, timed_out, child_status) {
         (Some(sig), _, st) => (Status::Interrupted, st.and_then(exit_of), Some(sig)),
         (None, true, st) => (
@@ -497,6 +513,10 @@ fn start<'p>(
             Some(unsafe { OwnedFd::from_raw_fd(dup) })
         }
     };
+    let join = confinement.cgroup_join_fds();
+    let mut cgroup = [-1; 2];
+    let cgroup_n = join.len().min(cgroup.len());
+    cgroup[..cgroup_n].copy_from_slice(&join[..cgroup_n]);
     let mut spec = ChildSpec {
         program: parts.program.as_ptr(),
         argv: parts.argv.as_ptr(),
@@ -514,6 +534,8 @@ fn start<'p>(
         pid_ns: confinement.want_pid_namespace,
         view: confinement.view().is_some(),
         mask: parts.mask,
+        cgroup,
+        cgroup_n,
     };
     let guardian = spawn_guardian(&mut spec, confinement)?;
     drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
@@ -706,7 +728,9 @@ fn spawn_guardian(spec: &mut ChildSpec, confinement: &mut Confinement) -> io::Re
     if !spec.pid_ns && confinement.want_pid_namespace {
         let simulated =
             confinement.user_namespace().is_none() && confinement.needs_user_namespace();
-        let why = if confinement.needs_user_namespace() {
+        let why = if crate::confine::probe::kernel().simulated.contains(&"pidns") {
+            format!("simulated by {}", crate::confine::probe::SIMULATE_ENV)
+        } else if confinement.needs_user_namespace() {
             format!(
                 "agent-rsh runs without CAP_SYS_ADMIN and {}",
                 crate::confine::userns::blocker(simulated)
@@ -731,8 +755,10 @@ fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
     } else {
         None
     };
-    if spec.pid_ns && user_ns.is_none() && confinement.needs_user_namespace() {
-        // The simulation seam took user namespaces away.
+    if spec.pid_ns && user_ns.is_none() && confinement.needs_user_namespace()
+        || spec.pid_ns && crate::confine::probe::kernel().simulated.contains(&"pidns")
+    {
+        // The simulation seam took user (or PID) namespaces away.
         // SAFETY: setting errno for the caller to read.
         unsafe { *libc::__errno_location() = libc::EPERM };
         return -1;
@@ -794,6 +820,12 @@ fn guardian_main(
             libc::_exit(125);
         }
     };
+    // The run's cgroup first, before anything is forked: every process of
+    // the run is born inside it. The fds were opened by agent-rsh, whose
+    // credentials the kernel checks, so this works in a user namespace.
+    if let Err(e) = crate::confine::cgroup::join_raw(&spec.cgroup[..spec.cgroup_n]) {
+        fail(Stage::Cgroup, e);
+    }
     // SAFETY: raw system calls in a freshly cloned child.
     unsafe {
         if spec.pid_ns {
