@@ -21,6 +21,7 @@ mod man;
 mod mcp;
 mod mcp_jobs;
 mod mcp_python;
+mod resources;
 mod run;
 mod shell;
 mod userns;
