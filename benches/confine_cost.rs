@@ -103,9 +103,22 @@ fn main() {
         drop(c);
     }
     println!(
-        "  of which Confinement::prepare (rule set, filter): {:.1} us",
+        "  of which Confinement::prepare (rule set, filter, the run's cgroup): {:.1} us",
         t.elapsed().as_secs_f64() * 1e6 / n as f64
     );
+    if agent_rsh::confine::cgroup::probe().is_ok() {
+        let l = &on.limits;
+        let t = Instant::now();
+        for _ in 0..n {
+            let cg = agent_rsh::confine::cgroup::RunCgroup::create(l.memory_bytes, l.processes)
+                .expect("a run cgroup");
+            cg.remove().expect("removed");
+        }
+        println!(
+            "  of which the run's cgroup (create + remove): {:.1} us",
+            t.elapsed().as_secs_f64() * 1e6 / n as f64
+        );
+    }
     let default = Policy::embedded();
     let ls = Request {
         command: CommandInput::Line("ls".into()),
