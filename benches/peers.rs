@@ -516,8 +516,9 @@ fn overhead(opts: &Options, t: &mut Table) {
 
 // ----------------------------------------------------------- check latency
 
-/// Typical agent commands, all allowed by the embedded default policy, and
-/// two refusals (the lexer's and the allowlist's).
+/// Typical agent commands, all allowed by the embedded default policy, a
+/// compound command (parsed and checked stage by stage) and a refusal (the
+/// allowlist's).
 const COMMANDS: &[&str] = &[
     "ls -la",
     "cat README.md",

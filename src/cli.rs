@@ -5,8 +5,7 @@ use crate::engine::{self, RunOptions, TextSink};
 use crate::exec::Sink;
 use crate::plan::StdinMode;
 use crate::policy::{self, Policy, PolicyError};
-use crate::result::{Chunk, Encoding, Event, RunResult, Status, Stream, Utf8Chunker, code};
-use base64::Engine as _;
+use crate::result::{Encoding, Event, RunResult, Status, Stream, code};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -147,6 +146,9 @@ struct RunArgs {
     /// Print JSON lines: start, output chunks, exit.
     ///
     /// The last line is always the exit event, carrying the RunResult.
+    /// Output events carry text as `data` (ANSI escapes stripped unless
+    /// --color) and anything else, NUL and other control bytes included,
+    /// as `data_b64`.
     #[arg(long)]
     events: bool,
     /// Keep the fresh workspace after the run and report its path.
@@ -163,6 +165,16 @@ struct RunArgs {
     /// Encode captured output and output events as base64.
     #[arg(long)]
     base64: bool,
+    /// Output kept in the JSON result, both streams together: head and
+    /// tail at line boundaries, the middle elided and counted (at most
+    /// output.cap_bytes per stream are captured).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::result::DEFAULT_MAX_OUTPUT as u64,
+          value_parser = clap::value_parser!(u64).range(256..))]
+    max_output: u64,
+    /// The whole confinement report in the JSON result (paths, rules),
+    /// not its summary.
+    #[arg(long)]
+    verbose: bool,
     #[command(flatten)]
     request: RequestArgs,
 }
@@ -189,10 +201,16 @@ enum PolicyCmd {
         /// The policy file.
         file: PathBuf,
     },
-    /// Write the commented example policy to FILE (default: stdout).
+    /// Write the commented example policy, or a profile, to FILE
+    /// (default: stdout).
     Init {
         /// Where to write it; refuses to overwrite an existing file.
         file: Option<PathBuf>,
+        /// A ready policy instead of the example: inspect (read-only),
+        /// coding (an agent builds and tests a project), ci (a CI script,
+        /// network allowed).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<crate::policy::profiles::Profile>,
     },
 }
 
@@ -267,16 +285,40 @@ pub fn exit_code(code: i32) -> ExitCode {
 pub fn main() -> ExitCode {
     sanitize_std_fds();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == crate::script::INTERPRETER_ARG)
+    {
+        return exit_code(crate::script::interp::main(&args));
+    }
     if let Some(inv) = crate::shell::detect(&args) {
+        if args.len() == 1
+            && inv == Ok(crate::shell::Invocation::Session { login: false })
+            && !std::path::Path::new(crate::shell::SYSTEM_POLICY).exists()
+        {
+            // Typed in a terminal, not started as a login shell, and no
+            // system policy for a session: what the user needs is usage.
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            eprintln!(
+                "agent-rsh: no command given (an interactive session needs the system policy {}, which does not exist)\n",
+                crate::shell::SYSTEM_POLICY
+            );
+            let _ = cmd.write_help(&mut std::io::stderr());
+            eprintln!("\nTry: agent-rsh run -- ls -la");
+            return exit_code(code::USAGE);
+        }
         return exit_code(crate::shell::main(inv));
     }
     if args.len() == 2 && args[1] == crate::jobs::cli::SUPERVISE {
         return exit_code(crate::jobs::cli::supervise());
     }
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::InvalidSubcommand {
+                suggest_run(&args);
+            }
             return exit_code(if e.use_stderr() { code::USAGE } else { 0 });
         }
     };
@@ -312,6 +354,28 @@ pub fn main() -> ExitCode {
         }
     };
     r.unwrap_or_else(|e| e.print())
+}
+
+/// `agent-rsh ls -la`: when the unknown subcommand is a program the policy
+/// (`--policy` is not read here: `$AGENT_RSH_POLICY`, else the embedded
+/// default) allows, says how to run it.
+fn suggest_run(args: &[std::ffi::OsString]) {
+    let Some(name) = args.get(1).and_then(|a| a.to_str()) else {
+        return;
+    };
+    let Ok((policy, _)) = Policy::locate(None) else {
+        return;
+    };
+    if policy.commands.allow.iter().any(|a| a == name) {
+        let words: Vec<String> = args[1..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        eprintln!(
+            "\nagent-rsh: `{name}` is a program the policy allows; to run it: agent-rsh run -- {}",
+            words.join(" ")
+        );
+    }
 }
 
 /// Fds 0-2 must be open, or the child's pipes could land on them.
@@ -367,9 +431,12 @@ fn cmd_run(policy: Option<&Path>, a: RunArgs) -> CliResult {
         workspace: a.request.workspace.clone(),
         keep: a.keep,
         cancel: None,
+        max_output: Some(usize::try_from(a.max_output).unwrap_or(usize::MAX)),
+        verbose: a.verbose,
     };
     let r = if a.events {
-        let mut sink = EventSink::new(&req, encoding);
+        let strip = policy.output.strip_ansi && !a.color;
+        let mut sink = EventSink::new(&req, encoding, strip);
         let r = engine::execute(&policy, &req, &opts, &mut sink);
         sink.finish();
         r
@@ -440,6 +507,12 @@ fn report_text(r: &RunResult) {
 fn cmd_check(policy: Option<&Path>, a: CheckArgs) -> CliResult {
     let policy = load_policy(policy)?;
     let req = a.request.request(StdinMode::Null);
+    if let CommandInput::Line(line) = &req.command
+        && let Some(code) =
+            check_script(&policy, &req, line, a.request.workspace.as_deref(), a.json)
+    {
+        return Ok(exit_code(code));
+    }
     let (verdict, judged) = check::admit_explained(&policy, &req, a.request.workspace.as_deref());
     if a.json {
         let mut v = match &verdict {
@@ -483,6 +556,84 @@ fn cmd_check(policy: Option<&Path>, a: CheckArgs) -> CliResult {
     }))
 }
 
+/// `check` of a compound command: the parsed structure and every stage's
+/// verdict. None when the line is a simple command (the usual report).
+fn check_script(
+    policy: &Policy,
+    req: &Request,
+    line: &str,
+    workspace: Option<&Path>,
+    json: bool,
+) -> Option<i32> {
+    if policy.syntax != policy::Syntax::Compound {
+        return None;
+    }
+    let simple = crate::lex::lex(line, policy.max_command_bytes)
+        .ok()
+        .filter(|w| !crate::script::runs_as_builtin(policy, &w[0].text));
+    if simple.is_some() {
+        return None;
+    }
+    // The whole verdict (cwd, env and timeout included), as `run` decides.
+    let verdict = check::admit(policy, req, workspace);
+    let cwd = check::confine_cwd(req.cwd.as_deref()).unwrap_or_default();
+    let sp = crate::script::plan(policy, line, &cwd, workspace, true).ok();
+    let (word, code) = match &verdict {
+        Ok(_) => ("allow", 0),
+        Err(d) if d.kind == check::DenialKind::NotFound => ("notFound", code::NOT_FOUND),
+        Err(_) => ("deny", code::DENIED),
+    };
+    if json {
+        let mut v = serde_json::json!({
+            "verdict": if word == "allow" { "allow" } else if word == "deny" { "deny" } else { "notFound" },
+            "command": req.display(),
+            "syntax": "compound",
+        });
+        match &verdict {
+            Ok(plan) => v["warnings"] = serde_json::json!(plan.warnings),
+            Err(d) => v["denial"] = serde_json::json!(d),
+        }
+        if let Some(sp) = &sp {
+            v["script"] = serde_json::json!(sp.script);
+            v["stages"] = serde_json::json!(sp.verified.stages);
+        }
+        println!("{v}");
+        return Some(code);
+    }
+    let mut out = String::new();
+    match &verdict {
+        Ok(_) => out.push_str(&format!(
+            "allow: compound command, {} simple commands\n",
+            sp.as_ref().map_or(0, |s| s.script.simple_commands)
+        )),
+        Err(d) => out.push_str(&format!("{word}: {d}\n")),
+    }
+    if let Some(sp) = &sp {
+        let mut stages: Vec<_> = sp.verified.stages.iter().collect();
+        stages.sort_by_key(|s| s.offset);
+        for st in stages {
+            let what = match (&st.argv, &st.program) {
+                (Some(argv), Some(p)) => format!("{} ({})", shell_words(argv), p.display()),
+                (Some(argv), None) => shell_words(argv),
+                (None, Some(p)) => format!("{} (arguments known at run time)", p.display()),
+                (None, None) => "words known at run time".to_string(),
+            };
+            out.push_str(&format!(
+                "  {:<9} byte {:<5} {:<10} {what}\n",
+                st.verdict, st.offset, st.kind
+            ));
+            if let Some(d) = &st.denial {
+                out.push_str(&format!("            {d}\n"));
+            }
+            for w in &st.warnings {
+                out.push_str(&format!("            warning: {w}\n"));
+            }
+        }
+    }
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Some(code)
+}
+
 /// argv rendered with single quotes where needed, for humans.
 fn shell_words(argv: &[String]) -> String {
     argv.iter()
@@ -522,16 +673,23 @@ fn cmd_policy(path: Option<&Path>, p: PolicyCmd) -> CliResult {
             println!("{}: ok", file.display());
             Ok(ExitCode::SUCCESS)
         }
-        PolicyCmd::Init { file: None } => {
-            print!("{}", policy::EXAMPLE_POLICY);
+        PolicyCmd::Init {
+            file: None,
+            profile,
+        } => {
+            print!("{}", policy::profiles::text(profile));
             Ok(ExitCode::SUCCESS)
         }
-        PolicyCmd::Init { file: Some(path) } => {
+        PolicyCmd::Init {
+            file: Some(path),
+            profile,
+        } => {
+            let text = policy::profiles::text(profile);
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&path)
-                .and_then(|mut f| f.write_all(policy::EXAMPLE_POLICY.as_bytes()))
+                .and_then(|mut f| f.write_all(text.as_bytes()))
                 .map_err(|e| {
                     CliError::new(
                         code::FAILED,
@@ -554,20 +712,19 @@ impl Sink for NullSink {
 }
 
 /// JSON lines: `start`, `output`, and (printed by the caller) `exit`.
+/// Each chunk's lines are written with one write.
 struct EventSink {
     command: String,
-    encoding: Encoding,
-    chunkers: [Utf8Chunker; 2],
-    scratch: Vec<u8>,
+    encoder: crate::result::EventEncoder,
+    line: Vec<u8>,
 }
 
 impl EventSink {
-    fn new(req: &Request, encoding: Encoding) -> EventSink {
+    fn new(req: &Request, encoding: Encoding, strip: bool) -> EventSink {
         EventSink {
             command: req.display(),
-            encoding,
-            chunkers: Default::default(),
-            scratch: Vec::new(),
+            encoder: crate::result::EventEncoder::new(encoding, strip),
+            line: Vec::new(),
         }
     }
 
@@ -578,21 +735,17 @@ impl EventSink {
         let _ = out.flush();
     }
 
-    fn binary(stream: Stream, data: &[u8]) {
-        EventSink::emit(&Event::Output {
-            stream,
-            data: None,
-            data_b64: Some(base64::engine::general_purpose::STANDARD.encode(data)),
-        });
+    fn write_lines(&mut self) {
+        if !self.line.is_empty() {
+            let _ = crate::sys::write_all(std::io::stdout(), &self.line);
+            self.line.clear();
+        }
     }
 
     /// Flushes incomplete UTF-8 left at the end of each stream.
     fn finish(&mut self) {
-        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
-            if let Some(rest) = self.chunkers[i].finish() {
-                EventSink::binary(stream, &rest);
-            }
-        }
+        self.encoder.finish(&mut self.line);
+        self.write_lines();
     }
 }
 
@@ -607,18 +760,7 @@ impl Sink for EventSink {
     }
 
     fn output(&mut self, stream: Stream, data: &[u8]) {
-        if self.encoding == Encoding::Base64 {
-            return EventSink::binary(stream, data);
-        }
-        let i = usize::from(stream == Stream::Stderr);
-        match self.chunkers[i].feed(data, &mut self.scratch) {
-            Some(Chunk::Text(t)) => EventSink::emit(&Event::Output {
-                stream,
-                data: Some(t),
-                data_b64: None,
-            }),
-            Some(Chunk::Binary(b)) => EventSink::binary(stream, b),
-            None => {}
-        }
+        self.encoder.output(stream, data, &mut self.line);
+        self.write_lines();
     }
 }

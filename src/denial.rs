@@ -21,7 +21,7 @@ pub enum DenialKind {
 ///
 /// `kind` is not in the JSON (the RunResult's status says it); read back,
 /// it follows from the rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", from = "DenialFields")]
 pub struct Denial {
     #[serde(skip)]
@@ -104,7 +104,7 @@ impl std::fmt::Display for Denial {
 }
 
 /// A denial as JSON has it.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DenialFields {
     rule: String,

@@ -10,6 +10,7 @@ use crate::exec::{self, Sink};
 use crate::policy::Policy;
 use crate::result::Stream;
 use crate::result::{Encoding, RunResult, Status};
+use crate::script::job::ScriptJob;
 use crate::workspace::Workspace;
 use std::path::PathBuf;
 
@@ -43,6 +44,11 @@ pub struct RunOptions {
     /// An fd the caller owns; readable means "stop this run" (MCP
     /// cancellation, job kill). The run ends as `interrupted` by SIGTERM.
     pub cancel: Option<std::os::fd::RawFd>,
+    /// Output shown in the RunResult, both streams together (head and
+    /// tail at line boundaries); None: all that was captured.
+    pub max_output: Option<usize>,
+    /// The whole confinement report (paths, rules) instead of its summary.
+    pub verbose: bool,
 }
 
 impl Default for RunOptions {
@@ -54,6 +60,8 @@ impl Default for RunOptions {
             workspace: None,
             keep: false,
             cancel: None,
+            max_output: Some(crate::result::DEFAULT_MAX_OUTPUT),
+            verbose: false,
         }
     }
 }
@@ -67,7 +75,7 @@ pub fn execute(
     sink: &mut dyn Sink,
 ) -> RunResult {
     let command = req.display();
-    let plan = match check::admit(policy, req, opts.workspace.as_deref()) {
+    let mut plan = match check::admit(policy, req, opts.workspace.as_deref()) {
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };
@@ -83,12 +91,82 @@ pub fn execute(
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
     };
-    let mut confinement =
-        match Confinement::prepare(policy, &plan, ws.root(), ws.is_fresh() && !opts.keep) {
-            Ok(c) => c,
-            Err(e) => return RunResult::failed(command, e),
-        };
-    let envp = plan.envp(ws.root());
+    // A compound command: the job for agent-rsh's interpreter.
+    let job = match &plan.script {
+        Some(sp) => {
+            if let Err(e) = interpreter_out_of_reach(policy, &plan.program, ws.root()) {
+                return RunResult::failed(command, e);
+            }
+            match ScriptJob::create(policy, sp, ws.root()) {
+                Ok(j) => {
+                    plan.pass_fd = Some(j.raw_fd());
+                    plan.argv.push(j.raw_fd().to_string());
+                    Some(j)
+                }
+                Err(e) => {
+                    return RunResult::failed(
+                        command,
+                        format!("cannot hand the script to the interpreter: {e}"),
+                    );
+                }
+            }
+        }
+        None => None,
+    };
+    // A persistent workspace (often a repository) keeps HOME, TMPDIR and
+    // the caches out of it: they live in its state directory, which the
+    // run may write as it writes a scopes.write path.
+    let state = if ws.is_fresh() {
+        None
+    } else {
+        match crate::workspace::state_dir(ws.root()) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                return RunResult::failed(
+                    command,
+                    format!("cannot create the workspace's state directory: {e}"),
+                );
+            }
+        }
+    };
+    let with_state;
+    let confine_policy = match &state {
+        Some(dir) => {
+            let mut p = policy.clone();
+            p.scopes.write.push(dir.clone());
+            with_state = p;
+            &with_state
+        }
+        None => policy,
+    };
+    let mut confinement = match Confinement::prepare(
+        confine_policy,
+        &plan,
+        ws.root(),
+        ws.is_fresh() && !opts.keep,
+    ) {
+        Ok(c) => c,
+        Err(e) => return RunResult::failed(command, e),
+    };
+    let mut envp = plan.envp(state.as_deref().unwrap_or(ws.root()));
+    if let Some(dir) = &state {
+        // What Python and pytest would otherwise write into the tree.
+        let d = dir.display();
+        for (k, v) in [
+            ("PYTHONPYCACHEPREFIX", format!("{d}/.cache/pycache")),
+            ("PYTEST_ADDOPTS", format!("-o cache_dir={d}/.cache/pytest")),
+        ] {
+            if !envp.iter().any(|(name, _)| name == k) {
+                envp.push((k.to_string(), v));
+            }
+        }
+    }
+    let mut script_sink = ScriptSink(sink);
+    let sink: &mut dyn Sink = if job.is_some() {
+        &mut script_sink
+    } else {
+        script_sink.0
+    };
     let outcome = exec::run(
         &plan,
         &cwd,
@@ -99,11 +177,22 @@ pub fn execute(
         opts.cancel,
     );
 
-    let mut r = RunResult::new(command, plan.argv.clone(), Status::Failed);
+    let argv = if job.is_some() {
+        Vec::new()
+    } else {
+        plan.argv.clone()
+    };
+    let mut r = RunResult::new(command, argv, Status::Failed);
     r.cwd = Some(cwd.display().to_string());
     r.warnings = plan.warnings.clone();
     r.warnings.extend_from_slice(confinement.warnings());
-    r.confinement = serde_json::to_value(confinement.report()).ok();
+    r.confinement = serde_json::to_value(confinement.report()).ok().map(|v| {
+        if opts.verbose {
+            v
+        } else {
+            crate::result::confinement_summary(v)
+        }
+    });
     if opts.keep || opts.workspace.is_some() {
         r.workspace = Some(ws.keep().display().to_string());
     }
@@ -120,12 +209,31 @@ pub fn execute(
     r.timed_out = o.timed_out;
     r.duration_ms = o.duration.as_millis() as u64;
     let strip = plan.strip_ansi && !opts.color;
-    (r.stdout, r.stdout_encoding) = o.stdout.render(opts.encoding, strip);
-    (r.stderr, r.stderr_encoding) = o.stderr.render(opts.encoding, strip);
+    let limit = opts.max_output.unwrap_or(usize::MAX);
+    let (out_share, err_share) = crate::result::shares(limit, o.stdout.held(), o.stderr.held());
+    (r.stdout, r.stdout_encoding) = o.stdout.render_limited(opts.encoding, strip, out_share);
+    (r.stderr, r.stderr_encoding) = o.stderr.render_limited(opts.encoding, strip, err_share);
     r.stdout_bytes = o.stdout.total();
     r.stderr_bytes = o.stderr.total();
-    r.truncated = opts.capture && (o.stdout.truncated() || o.stderr.truncated());
+    r.truncated = opts.capture
+        && (o.stdout.truncated()
+            || o.stderr.truncated()
+            || o.stdout.held() > out_share
+            || o.stderr.held() > err_share);
     r.warnings.extend(o.warnings);
+    if let Some(job) = &job {
+        let reported = job.collect();
+        r.commands = Some(reported.commands);
+        r.warnings.extend(reported.warnings);
+        if let Some(d) = reported.denial {
+            // A command whose words came from expansions was refused:
+            // the script stopped there with 126.
+            r.status = Status::Denied;
+            r.exit_code = Some(crate::result::code::DENIED);
+            r.denial = Some(d);
+            return r;
+        }
+    }
     if let Some((stage, errno)) = o.exec_error {
         explain_exec_error(&mut r, stage, errno);
     } else if let Some(hint) =
@@ -133,7 +241,46 @@ pub fn execute(
     {
         r.warnings.push(hint);
     }
+    if let Some(w) = network_off_warning(policy, &r) {
+        r.warnings.push(w);
+    }
     r
+}
+
+/// Hides the interpreter's own argv from the `start` event: a compound
+/// command's argv is empty, its commands are listed in the RunResult.
+struct ScriptSink<'a>(&'a mut dyn Sink);
+
+impl Sink for ScriptSink<'_> {
+    fn started(&mut self, pid: i32, _argv: &[String], cwd: &std::path::Path) {
+        self.0.started(pid, &[], cwd);
+    }
+
+    fn output(&mut self, stream: crate::result::Stream, data: &[u8]) {
+        self.0.output(stream, data);
+    }
+}
+
+/// The interpreter is executed by the run: it must not lie where the run
+/// (or anyone confined like it) can write, or a command could replace it.
+fn interpreter_out_of_reach(
+    policy: &Policy,
+    program: &std::path::Path,
+    workspace: &std::path::Path,
+) -> Result<(), String> {
+    let writable = std::iter::once(workspace)
+        .chain(policy.scopes.write.iter().map(|p| p.as_path()))
+        .chain(policy.workspace.parent.iter().map(|p| p.as_path()));
+    for w in writable {
+        if program.starts_with(w) {
+            return Err(format!(
+                "agent-rsh's own binary {} lies in {}, which the run can write; compound commands run agent-rsh's interpreter, so install agent-rsh outside the workspace and the write scopes (or set syntax = \"simple\")",
+                program.display(),
+                w.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Turns a failure between fork and exec into a status and a clear reason.
@@ -152,4 +299,48 @@ fn explain_exec_error(r: &mut RunResult, stage: Stage, errno: i32) {
     r.status = Status::Failed;
     r.exit_code = Some(if stage == Stage::Exec { 126 } else { 125 });
     r.error = Some(format!("{} failed: {err}", stage.describe()));
+}
+
+/// What tools print when they cannot reach the network: DNS lookups
+/// (glibc, curl, git, Node, Python), refused or unreachable connections,
+/// and the offline switches `check::env::OFFLINE` sets.
+const NETWORK_FAILURES: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "EAI_AGAIN",
+    "ENOTFOUND",
+    "getaddrinfo",
+    "Network is unreachable",
+    "ENETUNREACH",
+    "Failed to establish a new connection",
+    "Connection refused",
+    "ECONNREFUSED",
+    "ENOTCACHED",
+    "transport 'http' not allowed",
+    "transport 'https' not allowed",
+    "transport 'ssh' not allowed",
+    "--offline was specified",
+    "net.offline",
+    "No matching distribution found",
+];
+
+/// With the network off by the policy, a command that failed and says it
+/// could not reach the network gets a warning saying why, so the caller
+/// does not retry or blame the host.
+fn network_off_warning(policy: &Policy, r: &RunResult) -> Option<String> {
+    if matches!(policy.network, crate::policy::Network::Allow)
+        || r.status == Status::Exited && r.exit_code == Some(0)
+    {
+        return None;
+    }
+    let seen = NETWORK_FAILURES
+        .iter()
+        .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?;
+    Some(format!(
+        "network is off by the policy (network = \"none\"): the command could not reach the network \
+         ({seen:?}); retrying will not help. Work offline (npm_config_offline, PIP_NO_INDEX, \
+         CARGO_NET_OFFLINE and GIT_ALLOW_PROTOCOL=file are set for that), or ask for a policy \
+         that allows the network"
+    ))
 }

@@ -151,6 +151,8 @@ struct ChildSpec {
     /// two for cgroup v1), written by the guardian before anything else.
     cgroup: [RawFd; 2],
     cgroup_n: usize,
+    /// Kept open across exec (`Plan::pass_fd`), or -1.
+    pass_fd: RawFd,
 }
 
 const MSG_PID: u8 = b'P';
@@ -536,6 +538,7 @@ fn start<'p>(
         mask: parts.mask,
         cgroup,
         cgroup_n,
+        pass_fd: plan.pass_fd.unwrap_or(-1),
     };
     let guardian = spawn_guardian(&mut spec, confinement)?;
     drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
@@ -1029,6 +1032,10 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         );
+        // The compound-command interpreter's job (see `script::interp`).
+        if spec.pass_fd >= 0 {
+            libc::fcntl(spec.pass_fd, libc::F_SETFD, 0);
+        }
         libc::execve(spec.program, spec.argv, spec.envp);
         fail(Stage::Exec, errno());
     }

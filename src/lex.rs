@@ -212,7 +212,7 @@ fn unquoted_refusal(c: char, offset: usize, at_word_start: bool) -> Option<LexEr
         ),
         '<' | '>' => (
             "lex.redirect",
-            "redirection is not supported: output is captured in the result; pass files as arguments instead",
+            "redirection is not supported: output is captured in the result, and files are passed as arguments; to write a file, give its content as standard input (`--stdin`, the MCP `stdin` argument) to a program that writes it, e.g. `tee FILE`",
         ),
         '(' | ')' => (
             "lex.subshell",
@@ -236,7 +236,7 @@ fn unquoted_refusal(c: char, offset: usize, at_word_start: bool) -> Option<LexEr
         ),
         '~' => (
             "lex.tilde",
-            "`~` is not expanded; use a path relative to the workspace, or quote it ('~') if literal",
+            "`~` is not expanded; use a path relative to the workspace, or quote the word ('HEAD~1', '~') if the tilde is literal",
         ),
         '!' => (
             "lex.bang",

@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod plan;
 pub mod policy;
 pub mod result;
+pub mod script;
 pub mod shell;
 pub mod sys;
 pub mod workspace;

@@ -40,6 +40,11 @@ pub struct Plan {
     pub strip_ansi: bool,
     pub stdin: StdinMode,
     pub warnings: Vec<String>,
+    /// A compound command: `program` and `argv` are agent-rsh's own
+    /// interpreter, which runs this checked script in the confined process.
+    pub script: Option<std::sync::Arc<crate::script::ScriptPlan>>,
+    /// An fd the command child keeps across exec (the interpreter's job).
+    pub pass_fd: Option<std::os::fd::RawFd>,
 }
 
 impl Plan {

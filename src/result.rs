@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 pub const SCHEMA: &str = "agent-rsh.run/1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Status {
     Exited,
@@ -30,7 +30,7 @@ pub mod code {
 
 /// What a run did. Read back (a job's result file, its supervisor's
 /// report) it is the same value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     pub schema: Schema,
@@ -44,6 +44,7 @@ pub struct RunResult {
     pub duration_ms: u64,
     pub stdout: String,
     pub stderr: String,
+    /// `utf-8-lossy` when invalid UTF-8 was replaced, `base64` on request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout_encoding: Option<OutputEncoding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,6 +53,8 @@ pub struct RunResult {
     pub stderr_bytes: u64,
     pub truncated: bool,
     pub warnings: Vec<String>,
+    /// What the kernel enforced for this run.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub confinement: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denial: Option<Denial>,
@@ -61,6 +64,24 @@ pub struct RunResult {
     /// Set when the workspace is kept after the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// A compound command: every simple command it executed, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Vec<CommandRecord>>,
+}
+
+/// One simple command a compound command executed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRecord {
+    pub argv: Vec<String>,
+    /// Byte offset of the command in the command string.
+    pub offset: usize,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    /// A shell builtin run by agent-rsh itself (`cd`, `export`, ...).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub builtin: bool,
 }
 
 /// The `schema` field: always `SCHEMA`; reading another is an error.
@@ -86,9 +107,23 @@ impl<'de> Deserialize<'de> for Schema {
     }
 }
 
+impl schemars::JsonSchema for Schema {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Schema".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "const": SCHEMA })
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
 /// How captured output differs from the bytes the command wrote (absent:
 /// it is exactly them, as UTF-8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum OutputEncoding {
     /// Not valid UTF-8: decoded with U+FFFD for the invalid bytes.
     #[serde(rename = "utf-8-lossy")]
@@ -143,6 +178,7 @@ impl RunResult {
             denial: None,
             error: None,
             workspace: None,
+            commands: None,
         }
     }
 
@@ -234,26 +270,47 @@ impl Capture {
         self.total > (self.head.len() + self.tail.len()) as u64
     }
 
-    /// The captured text and its encoding tag (None for clean UTF-8).
+    /// Bytes held (head and tail).
+    pub fn held(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// The captured text and its encoding tag (None for clean UTF-8),
+    /// whole.
     pub fn render(&self, encoding: Encoding, strip: bool) -> (String, Option<OutputEncoding>) {
-        let elided = self.total - (self.head.len() + self.tail.len()) as u64;
-        let (head, tail): (Vec<u8>, Vec<u8>) = if elided > 0 {
-            (
-                trim_partial_end(&self.head).to_vec(),
-                trim_partial_start(self.tail.iter().copied().collect::<Vec<_>>()),
-            )
+        self.render_limited(encoding, strip, usize::MAX)
+    }
+
+    /// The captured text with at most about `limit` bytes of output: the
+    /// head and the tail, cut at line boundaries (at a character boundary
+    /// only when a piece holds no line break), the elided middle stated in
+    /// a marker line.
+    pub fn render_limited(
+        &self,
+        encoding: Encoding,
+        strip: bool,
+        limit: usize,
+    ) -> (String, Option<OutputEncoding>) {
+        let (head, tail) = self.pieces(limit);
+        let elided = self.total - (head.len() + tail.len()) as u64;
+        let clean = |b: &[u8]| if strip { strip_ansi(b) } else { b.to_vec() };
+        let (head, tail) = (clean(&head), clean(&tail));
+        let marker = if elided == 0 {
+            String::new()
         } else {
-            (self.head.clone(), self.tail.iter().copied().collect())
+            format!(
+                "{}[agent-rsh: {elided} bytes elided]\n",
+                if head.is_empty() || head.ends_with(b"\n") {
+                    ""
+                } else {
+                    "\n"
+                }
+            )
         };
-        let clean = |b: Vec<u8>| if strip { strip_ansi(&b) } else { b };
-        let (head, tail) = (clean(head), clean(tail));
-        let marker = format!("\n[agent-rsh: {elided} bytes elided]\n");
         match encoding {
             Encoding::Base64 => {
                 let mut all = head;
-                if elided > 0 {
-                    all.extend_from_slice(marker.as_bytes());
-                }
+                all.extend_from_slice(marker.as_bytes());
                 all.extend_from_slice(&tail);
                 (
                     base64::engine::general_purpose::STANDARD.encode(all),
@@ -263,15 +320,86 @@ impl Capture {
             Encoding::Text => {
                 let mut lossy = false;
                 let mut text = decode(&head, &mut lossy);
-                if elided > 0 {
-                    text.push_str(&marker);
-                }
+                text.push_str(&marker);
                 text.push_str(&decode(&tail, &mut lossy));
                 (text, lossy.then_some(OutputEncoding::Utf8Lossy))
             }
         }
     }
+
+    /// The head and tail pieces shown within `limit` bytes.
+    fn pieces(&self, limit: usize) -> (Vec<u8>, Vec<u8>) {
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let contiguous = !self.truncated();
+        if contiguous && self.held() <= limit {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            return (all, Vec::new());
+        }
+        let head_budget = limit / 2;
+        let tail_budget = limit - head_budget;
+        if contiguous {
+            // One buffer, longer than the limit: cut both ends from it.
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            let head = cut_head(&all[..head_budget]).to_vec();
+            let start = all.len() - tail_budget;
+            let tail = cut_tail(&all[start..], all[start - 1] == b'\n').to_vec();
+            return (head, tail);
+        }
+        let head = cut_head(&self.head[..self.head.len().min(head_budget)]).to_vec();
+        let start = tail.len() - tail.len().min(tail_budget);
+        // The byte before the tail was elided: its first line is partial
+        // unless the tail starts right after the head... which it never
+        // does when bytes were elided between them.
+        let tail = cut_tail(&tail[start..], false).to_vec();
+        (head, tail)
+    }
 }
+
+/// The head piece up to its last line break; without one in its second
+/// half (very long lines), up to its last whole character.
+fn cut_head(b: &[u8]) -> &[u8] {
+    match b.iter().rposition(|&c| c == b'\n') {
+        Some(i) if 2 * (i + 1) >= b.len() => &b[..=i],
+        _ => trim_partial_end(b),
+    }
+}
+
+/// The tail piece from its first whole line (`at_line_start`: it already
+/// starts one); without a line break, from its first whole character.
+fn cut_tail(b: &[u8], at_line_start: bool) -> &[u8] {
+    if at_line_start {
+        return b;
+    }
+    match b.iter().position(|&c| c == b'\n') {
+        Some(i) if 2 * i < b.len() => &b[i + 1..],
+        _ => {
+            let n = b.iter().take(3).take_while(|&&x| x & 0xC0 == 0x80).count();
+            &b[n..]
+        }
+    }
+}
+
+/// How a budget of `limit` bytes is shared between stdout and stderr,
+/// holding `out` and `err` bytes: each gets half, and what one does not
+/// use goes to the other.
+pub fn shares(limit: usize, out: usize, err: usize) -> (usize, usize) {
+    let half = limit / 2;
+    if out + err <= limit {
+        (out, err)
+    } else if out <= half {
+        (out, limit - out)
+    } else if err <= half {
+        (limit - err, err)
+    } else {
+        (half, limit - half)
+    }
+}
+
+/// The default of `--max-output` and the MCP `maxOutputBytes`: output
+/// shown per run, both streams together (about 8k tokens).
+pub const DEFAULT_MAX_OUTPUT: usize = 32 * 1024;
 
 fn decode(bytes: &[u8], lossy: &mut bool) -> String {
     match std::str::from_utf8(bytes) {
@@ -304,11 +432,36 @@ fn trim_partial_end(b: &[u8]) -> &[u8] {
     b
 }
 
-/// Drops UTF-8 continuation bytes cut off at the start of the tail.
-fn trim_partial_start(mut b: Vec<u8>) -> Vec<u8> {
-    let n = b.iter().take(3).take_while(|&&x| x & 0xC0 == 0x80).count();
-    b.drain(..n);
-    b
+/// The confinement report without its lists (paths, rules, syscalls):
+/// every scalar at the top and one level down, e.g. `landlock.abi`,
+/// `seccomp.enforced`, the limits. What a reader needs to know what held,
+/// in a tenth of the bytes; `--verbose` and `agent-rsh doctor` show it all.
+pub fn confinement_summary(report: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let Value::Object(top) = report else {
+        return report;
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in top {
+        match v {
+            Value::Array(_) => {}
+            Value::Object(inner) => {
+                let kept: serde_json::Map<String, Value> = inner
+                    .into_iter()
+                    .filter(|(_, v)| !v.is_array() && !v.is_object())
+                    .collect();
+                out.insert(k, Value::Object(kept));
+            }
+            scalar => {
+                out.insert(k, scalar);
+            }
+        }
+    }
+    out.insert(
+        "detail".into(),
+        Value::String("summary; --verbose shows the paths and rules".into()),
+    );
+    Value::Object(out)
 }
 
 /// Removes ANSI escape sequences (CSI, OSC, and two-byte ESC sequences).
@@ -358,6 +511,168 @@ pub fn strip_ansi(input: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// `strip_ansi` for a stream that arrives in pieces: a sequence split
+/// between two pieces is removed whole. Text without ESC passes through
+/// in one copy.
+#[derive(Default)]
+pub struct AnsiStripper {
+    state: AnsiState,
+}
+
+#[derive(Default, Clone, Copy, PartialEq)]
+enum AnsiState {
+    #[default]
+    Text,
+    /// After ESC.
+    Esc,
+    /// In `ESC [ ...` until the final byte.
+    Csi,
+    /// In `ESC ] ...` until BEL or `ESC \`.
+    Osc,
+    /// ESC seen inside an OSC.
+    OscEsc,
+    /// In `ESC <intermediates>` until the final byte.
+    Nf,
+}
+
+impl AnsiStripper {
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        let mut i = 0;
+        while i < input.len() {
+            if self.state == AnsiState::Text {
+                match memchr::memchr(0x1b, &input[i..]) {
+                    None => {
+                        out.extend_from_slice(&input[i..]);
+                        return;
+                    }
+                    Some(n) => {
+                        out.extend_from_slice(&input[i..i + n]);
+                        i += n + 1;
+                        self.state = AnsiState::Esc;
+                        continue;
+                    }
+                }
+            }
+            let b = input[i];
+            i += 1;
+            self.state = match self.state {
+                AnsiState::Text => unreachable!("handled above"),
+                AnsiState::Esc => match b {
+                    b'[' => AnsiState::Csi,
+                    b']' => AnsiState::Osc,
+                    0x20..=0x2f => AnsiState::Nf,
+                    _ => AnsiState::Text,
+                },
+                AnsiState::Csi if (0x40..=0x7e).contains(&b) => AnsiState::Text,
+                AnsiState::Csi => AnsiState::Csi,
+                AnsiState::Osc if b == 0x07 => AnsiState::Text,
+                AnsiState::Osc if b == 0x1b => AnsiState::OscEsc,
+                AnsiState::Osc => AnsiState::Osc,
+                AnsiState::OscEsc if b == b'\\' => AnsiState::Text,
+                AnsiState::OscEsc => AnsiState::Osc,
+                AnsiState::Nf if (0x20..=0x2f).contains(&b) => AnsiState::Nf,
+                AnsiState::Nf => AnsiState::Text,
+            };
+        }
+    }
+}
+
+/// Turns output into `--events` lines: `output` events with `data` for
+/// text, `data_b64` for everything else. Text is UTF-8 without control
+/// characters other than tab, newline and carriage return (ESC too when
+/// escapes are kept): what would cost JSON escapes byte by byte (NUL, most
+/// controls) goes out as base64, written straight into the line buffer,
+/// so binary output streams at close to the speed of text.
+pub struct EventEncoder {
+    encoding: Encoding,
+    strip: Option<[AnsiStripper; 2]>,
+    chunkers: [Utf8Chunker; 2],
+    scratch: Vec<u8>,
+    stripped: Vec<u8>,
+}
+
+impl EventEncoder {
+    pub fn new(encoding: Encoding, strip: bool) -> EventEncoder {
+        EventEncoder {
+            encoding,
+            strip: strip.then(Default::default),
+            chunkers: Default::default(),
+            scratch: Vec::new(),
+            stripped: Vec::new(),
+        }
+    }
+
+    /// Appends the event line(s) for one piece of output to `out`.
+    pub fn output(&mut self, stream: Stream, data: &[u8], out: &mut Vec<u8>) {
+        let i = usize::from(stream == Stream::Stderr);
+        let data = match &mut self.strip {
+            // Most output has no escape: no copy then.
+            Some(strippers)
+                if strippers[i].state == AnsiState::Text
+                    && memchr::memchr(0x1b, data).is_none() =>
+            {
+                data
+            }
+            Some(strippers) => {
+                self.stripped.clear();
+                strippers[i].feed(data, &mut self.stripped);
+                &self.stripped[..]
+            }
+            None => data,
+        };
+        if data.is_empty() {
+            return;
+        }
+        if self.encoding == Encoding::Base64 {
+            return push_b64_event(stream, data, out);
+        }
+        let keep_esc = self.strip.is_none();
+        match self.chunkers[i].feed(data, &mut self.scratch) {
+            Some(Chunk::Text(t)) if plain(t.as_bytes(), keep_esc) => {
+                let event = Event::Output {
+                    stream,
+                    data: Some(t),
+                    data_b64: None,
+                };
+                serde_json::to_writer(&mut *out, &event).expect("an event serializes");
+                out.push(b'\n');
+            }
+            Some(Chunk::Text(t)) => push_b64_event(stream, t.as_bytes(), out),
+            Some(Chunk::Binary(b)) => push_b64_event(stream, b, out),
+            None => {}
+        }
+    }
+
+    /// Incomplete UTF-8 left at the end of each stream, as base64.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            if let Some(rest) = self.chunkers[i].finish() {
+                push_b64_event(stream, &rest, out);
+            }
+        }
+    }
+}
+
+/// Text a JSON string holds without per-byte escapes, short of quotes and
+/// backslashes.
+fn plain(b: &[u8], keep_esc: bool) -> bool {
+    !b.iter()
+        .any(|&c| c < 0x20 && !matches!(c, b'\t' | b'\n' | b'\r') && !(keep_esc && c == 0x1b))
+}
+
+fn push_b64_event(stream: Stream, data: &[u8], out: &mut Vec<u8>) {
+    let name = match stream {
+        Stream::Stdout => "stdout",
+        Stream::Stderr => "stderr",
+    };
+    out.extend_from_slice(br#"{"type":"output","stream":""#);
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(br#"","data_b64":""#);
+    // SIMD base64 straight into the line: no per-byte escaping, no copy.
+    base64_simd::STANDARD.encode_append(data, out);
+    out.extend_from_slice(b"\"}\n");
 }
 
 /// Which output stream a chunk came from.
@@ -445,6 +760,47 @@ mod tests {
         let (text, enc) = c.render(Encoding::Text, false);
         assert_eq!(text, "abcd\n[agent-rsh: 10 bytes elided]\nopqr");
         assert_eq!(enc, None);
+        assert_eq!(enc, None);
+    }
+
+    #[test]
+    fn a_limit_cuts_at_line_boundaries_and_states_the_elision() {
+        let mut c = Capture::new(1 << 20);
+        let lines: String = (0..100).map(|i| format!("line {i:03}\n")).collect();
+        c.push(lines.as_bytes());
+        let (text, _) = c.render_limited(Encoding::Text, false, 100);
+        // 50 bytes of head: 5 whole lines of 9; the tail: 5 whole lines.
+        assert_eq!(
+            text,
+            "line 000\nline 001\nline 002\nline 003\nline 004\n\
+             [agent-rsh: 810 bytes elided]\n\
+             line 095\nline 096\nline 097\nline 098\nline 099\n"
+        );
+        // Under the limit: all of it.
+        assert_eq!(c.render_limited(Encoding::Text, false, 900).0, lines);
+        // One long line: cut at characters, not at a far line break.
+        let mut c = Capture::new(1 << 20);
+        c.push(format!("x\n{}\n", "é".repeat(200)).as_bytes());
+        let (text, enc) = c.render_limited(Encoding::Text, false, 41);
+        assert_eq!(enc, None);
+        assert!(text.starts_with("x\néé"), "{text}");
+        assert!(text.ends_with("éé\n"), "{text}");
+        // Elided by the capture itself: the tail's partial first line goes.
+        let mut c = Capture::new(40);
+        c.push(lines.as_bytes());
+        let (text, _) = c.render(Encoding::Text, false);
+        assert_eq!(
+            text,
+            "line 000\nline 001\n[agent-rsh: 864 bytes elided]\nline 098\nline 099\n"
+        );
+    }
+
+    #[test]
+    fn the_budget_is_shared_and_unused_share_moves_over() {
+        assert_eq!(shares(100, 30, 40), (30, 40));
+        assert_eq!(shares(100, 10, 500), (10, 90));
+        assert_eq!(shares(100, 500, 10), (90, 10));
+        assert_eq!(shares(100, 500, 500), (50, 50));
     }
 
     #[test]
@@ -507,6 +863,47 @@ mod tests {
             strip_ansi(b"\x1b[1;31mred\x1b[0m \x1b]0;title\x07ok\x1b(B"),
             b"red ok"
         );
+    }
+
+    #[test]
+    fn escapes_split_between_pieces_are_stripped_whole() {
+        let input = b"\x1b[1;31mred\x1b[0m \x1b]0;title\x07ok\x1b(B done\x1b]8;;x\x1b\\!";
+        let whole = strip_ansi(input);
+        assert_eq!(whole, b"red ok done!");
+        for cut in 0..input.len() {
+            let mut st = AnsiStripper::default();
+            let mut out = Vec::new();
+            st.feed(&input[..cut], &mut out);
+            st.feed(&input[cut..], &mut out);
+            assert_eq!(out, whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn events_carry_text_as_data_and_the_rest_as_base64() {
+        let lines = |enc: &mut EventEncoder, data: &[u8]| {
+            let mut out = Vec::new();
+            enc.output(Stream::Stdout, data, &mut out);
+            enc.finish(&mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let mut e = EventEncoder::new(Encoding::Text, true);
+        assert_eq!(
+            lines(&mut e, b"\x1b[31mred\x1b[0m\tok\r\n"),
+            "{\"type\":\"output\",\"stream\":\"stdout\",\"data\":\"red\\tok\\r\\n\"}\n"
+        );
+        // NUL is UTF-8 but would be escaped byte by byte: base64.
+        let l = lines(&mut e, b"a\0b");
+        assert_eq!(
+            l,
+            "{\"type\":\"output\",\"stream\":\"stdout\",\"data_b64\":\"YQBi\"}\n"
+        );
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        assert_eq!(v["data_b64"], "YQBi");
+        assert!(lines(&mut e, b"a\xffb").contains("\"data_b64\":\"Yf9i\""));
+        // With --color the escapes stay, as text.
+        let mut e = EventEncoder::new(Encoding::Text, false);
+        assert!(lines(&mut e, b"\x1b[31mred").contains("\"data\":\"\\u001b[31mred\""));
     }
 
     #[test]

@@ -13,6 +13,82 @@ pub struct Workspace {
     _in_use: Option<std::fs::File>,
 }
 
+/// The per-workspace state directory of a persistent workspace: HOME,
+/// TMPDIR, the XDG directories and tool caches of its runs live here, so
+/// none of them lands in the workspace (a repository's `git status` stays
+/// clean, `git add -A` commits no cache). One per workspace path, kept
+/// between runs (caches stay warm): `$XDG_STATE_HOME/agent-rsh/workspaces/
+/// NAME-HASH` of agent-rsh's own environment (default
+/// `~/.local/state`), or under `/tmp/agent-rsh-UID-state/` when that is
+/// not writable or lies inside the workspace.
+pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
+    let leaf = state_leaf(workspace);
+    let home = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .filter(|p| p.is_absolute());
+    if let Some(base) = home {
+        let dir = base.join("agent-rsh/workspaces").join(&leaf);
+        if !dir.starts_with(workspace) && make_private(&dir).is_ok() {
+            return dir.canonicalize();
+        }
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let base = PathBuf::from(format!("/tmp/agent-rsh-{uid}-state"));
+    make_private(&base)?;
+    // A directory someone else made, or a symlink, would put the state
+    // where another account can reach it.
+    let meta = std::fs::symlink_metadata(&base)?;
+    use std::os::unix::fs::MetadataExt;
+    if meta.file_type().is_symlink() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "{} is not a private directory of this account; remove it",
+            base.display()
+        )));
+    }
+    let dir = base.join(leaf);
+    make_private(&dir)?;
+    dir.canonicalize()
+}
+
+/// The name of a workspace's state directory inside its base: the
+/// workspace's own name and a hash of its path.
+pub fn state_leaf(workspace: &Path) -> String {
+    let name: String = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    // FNV-1a: stable across runs and builds.
+    let hash = workspace
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    format!("{name}-{hash:016x}")
+}
+
+fn make_private(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// Mode of a workspace kept on purpose (`--keep`): the sticky bit, which
 /// changes nothing in a private directory, tells `jobs --gc` to leave it.
 pub const KEPT_MODE: u32 = 0o1700;

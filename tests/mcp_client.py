@@ -7,14 +7,17 @@ with the SDK's automatic era detection (server/discover, then 2026-07-28
 requests). Each time it lists the tools, runs `echo hi`, runs a denied
 command, runs a printing command with a progress callback, and spawns a
 background job that it reads through status, output and grep, feeds one
-through send and kills another (the SDK checks each structuredContent
-against the tool's outputSchema). Prints
+through send and kills another, then takes every tool's error paths (the
+SDK checks each successful structuredContent against the tool's
+outputSchema; every result, errors included, is validated here with
+jsonschema as well). Prints
 "ok: <mode> <protocol version>" per mode; any failed check raises.
 """
 
 import asyncio
 import sys
 
+import jsonschema
 from mcp import Client, StdioServerParameters
 
 BINARY, POLICY = sys.argv[1], sys.argv[2]
@@ -33,6 +36,22 @@ async def session(mode: str) -> str:
               f"server info: {client.server_info!r}")
 
         tools = (await client.list_tools()).tools
+        schemas = {t.name: t.output_schema for t in tools}
+        plain_call = client.call_tool
+
+        async def call_tool(name, args, **kw):
+            r = await plain_call(name, args, **kw)
+            check(r.structured_content is not None, f"{name}: no structuredContent: {r!r}")
+            jsonschema.validate(r.structured_content, schemas[name])
+            return r
+
+        client.call_tool = call_tool
+
+        async def fails(name, args, needle):
+            r = await call_tool(name, args)
+            check(r.is_error, f"{name} {args} was not an error: {r!r}")
+            check(needle in r.content[0].text, f"{name} {args}: {r.content[0].text!r} lacks {needle!r}")
+            return r
         run = next((t for t in tools if t.name == "run"), None)
         check(run is not None, f"no run tool in {[t.name for t in tools]}")
         check(run.input_schema["required"] == ["command"], f"inputSchema: {run.input_schema}")
@@ -96,6 +115,19 @@ async def session(mode: str) -> str:
         check(killed.structured_content["status"] == "killed", f"kill: {killed!r}")
         unknown = await client.call_tool("status", {"id": "999999"})
         check(unknown.is_error and "hint:" in unknown.content[0].text, f"unknown job: {unknown!r}")
+
+        # Argument errors are error results the model can read, not
+        # protocol errors; every one conforms to the tool's outputSchema.
+        await fails("run", {}, "missing field `command`")
+        await fails("run", {"command": "ls", "shell": True}, "unknown field `shell`")
+        refused = await fails("spawn", {"command": "rm -rf /"}, "no job was started")
+        check(refused.structured_content["result"]["denial"]["rule"] == "command.not-allowed",
+              f"spawn refusal: {refused!r}")
+        for tool in ("output", "kill"):
+            await fails(tool, {"id": "999999"}, "hint:")
+        await fails("grep", {"id": job, "pattern": "("}, "grep failed")
+        await fails("send", {"id": reader}, "nothing to send")
+        await fails("kill", {"id": job, "signal": "HUP"}, "unknown variant")
         return version
 
 

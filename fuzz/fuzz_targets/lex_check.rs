@@ -99,9 +99,15 @@ fn bash() -> &'static Mutex<Bash> {
     BASH.get_or_init(|| Mutex::new(Bash::start()))
 }
 
+/// The embedded policy with `syntax = "simple"`: the lexer's contract is
+/// checked against the checker that uses it alone.
 fn policy() -> &'static Policy {
     static POLICY: OnceLock<Policy> = OnceLock::new();
-    POLICY.get_or_init(Policy::embedded)
+    POLICY.get_or_init(|| {
+        let mut p = Policy::embedded();
+        p.syntax = agent_rsh::policy::Syntax::Simple;
+        p
+    })
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -16,6 +16,26 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("NO_COLOR", "1"),
 ];
 
+/// Set when the policy gives no network (`network` other than `allow`),
+/// before `env.pass` and `env.set` (which override them): each tool's
+/// documented offline switch, so it fails at once with a message that
+/// says offline instead of retrying a host it cannot reach.
+pub const OFFLINE: &[(&str, &str)] = &[
+    // npm: `offline` config, no network requests (ENOTCACHED otherwise).
+    ("npm_config_offline", "true"),
+    // pip: `--no-index`, packages from --find-links or the cache only.
+    ("PIP_NO_INDEX", "1"),
+    // uv: `--offline`.
+    ("UV_OFFLINE", "1"),
+    // cargo: `net.offline`.
+    ("CARGO_NET_OFFLINE", "true"),
+    // git: only the file transport; a network remote fails at once with
+    // "transport 'https' not allowed".
+    ("GIT_ALLOW_PROTOCOL", "file"),
+    // go: no module proxy.
+    ("GOPROXY", "off"),
+];
+
 /// Builds the environment from: defaults, `env.pass` taken from `inherited`,
 /// the policy's `env.set`, then the call's `NAME=VALUE` list. Pinned
 /// variables are added by the plan when the workspace exists.
@@ -24,8 +44,13 @@ pub fn build(
     call: &[String],
     inherited: &mut dyn FnMut(&str) -> Option<OsString>,
 ) -> Result<Vec<(String, String)>, Denial> {
+    let offline: &[(&str, &str)] = match policy.network {
+        crate::policy::Network::Allow => &[],
+        _ => OFFLINE,
+    };
     let mut env: Vec<(String, String)> = DEFAULTS
         .iter()
+        .chain(offline)
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     // Look up only the passed names: copying agent-rsh's whole environment

@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod env;
+pub mod hints;
 pub mod judge;
 pub mod packs;
 pub mod reach;
@@ -16,7 +17,7 @@ pub mod wrappers;
 pub use crate::denial::{Denial, DenialKind};
 use crate::lex;
 use crate::plan::{Plan, StdinMode};
-use crate::policy::Policy;
+use crate::policy::{Policy, Syntax};
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -106,7 +107,7 @@ fn admit_into(
     judgement: &mut judge::Judgement,
     explain: bool,
 ) -> Result<Plan, Denial> {
-    let plan = check_into(policy, req, judgement, explain)?;
+    let plan = check_into(policy, req, judgement, explain, workspace)?;
     reach::loaded_policy_out_of_reach(policy, workspace)?;
     Ok(plan)
 }
@@ -114,7 +115,7 @@ fn admit_into(
 /// The command's own checks, without the policy's reach (unit tests).
 #[cfg(test)]
 fn check(policy: &Policy, req: &Request) -> Result<Plan, Denial> {
-    check_into(policy, req, &mut judge::Judgement::default(), false)
+    check_into(policy, req, &mut judge::Judgement::default(), false, None)
 }
 
 fn check_into(
@@ -122,8 +123,23 @@ fn check_into(
     req: &Request,
     judgement: &mut judge::Judgement,
     explain: bool,
+    workspace: Option<&Path>,
 ) -> Result<Plan, Denial> {
-    let (argv, offsets) = split_at(policy, &req.command)?;
+    // Compound syntax: a string the simple lexer accepts is one simple
+    // command with literal words (the fast path, as with "simple"), unless
+    // it names a shell builtin; any other string is parsed and checked as
+    // a script.
+    let (argv, offsets) = match &req.command {
+        CommandInput::Line(line) if policy.syntax == Syntax::Compound => {
+            match lex::lex(line, policy.max_command_bytes) {
+                Ok(words) if !crate::script::runs_as_builtin(policy, &words[0].text) => {
+                    words.into_iter().map(|w| (w.text, w.offset)).unzip()
+                }
+                _ => return script_plan(policy, req, line, workspace, explain),
+            }
+        }
+        _ => split_at(policy, &req.command)?,
+    };
     // A refusal of one word also names where that word starts in the line.
     let locate = |mut d: Denial| {
         if d.offset.is_none() {
@@ -140,24 +156,7 @@ fn check_into(
     let mut warnings: Vec<String> = judgement.warnings().collect();
     let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
     let cwd = confine_cwd(req.cwd.as_deref())?;
-    let max = policy.limits.timeout_ms;
-    let timeout_ms = match req.timeout_ms {
-        Some(0) => {
-            return Err(Denial::new(
-                "timeout.zero",
-                "a timeout of 0 ms would kill the command before it starts",
-                format!("give a timeout between 1 and {max} ms, or omit it"),
-            ));
-        }
-        Some(t) if t > max => {
-            warnings.push(format!(
-                "requested timeout {t} ms exceeds the policy maximum; using {max} ms"
-            ));
-            max
-        }
-        Some(t) => t,
-        None => max,
-    };
+    let timeout_ms = timeout_of(policy, req, &mut warnings)?;
     Ok(Plan {
         command: req.display(),
         argv,
@@ -177,6 +176,70 @@ fn check_into(
             .collect::<Vec<_>>()
             .join(":"),
         warnings,
+        script: None,
+        pass_fd: None,
+    })
+}
+
+/// The timeout a request gets, and a warning when it asked for more.
+fn timeout_of(policy: &Policy, req: &Request, warnings: &mut Vec<String>) -> Result<u64, Denial> {
+    let max = policy.limits.timeout_ms;
+    match req.timeout_ms {
+        Some(0) => Err(Denial::new(
+            "timeout.zero",
+            "a timeout of 0 ms would kill the command before it starts",
+            format!("give a timeout between 1 and {max} ms, or omit it"),
+        )),
+        Some(t) if t > max => {
+            warnings.push(format!(
+                "requested timeout {t} ms exceeds the policy maximum; using {max} ms"
+            ));
+            Ok(max)
+        }
+        Some(t) => Ok(t),
+        None => Ok(max),
+    }
+}
+
+/// A compound command: parsed, every stage checked, and planned as a run
+/// of agent-rsh's interpreter.
+fn script_plan(
+    policy: &Policy,
+    req: &Request,
+    line: &str,
+    workspace: Option<&Path>,
+    explain: bool,
+) -> Result<Plan, Denial> {
+    let cwd = confine_cwd(req.cwd.as_deref())?;
+    let known = workspace.map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()));
+    let sp = crate::script::plan(policy, line, &cwd, known.as_deref(), explain)?;
+    if let Some(d) = sp.verified.denial() {
+        return Err(d.clone());
+    }
+    let mut warnings = sp.verified.warnings.clone();
+    let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
+    let timeout_ms = timeout_of(policy, req, &mut warnings)?;
+    Ok(Plan {
+        command: req.display(),
+        argv: vec!["agent-rsh".into(), crate::script::INTERPRETER_ARG.into()],
+        program: crate::script::interpreter_program(),
+        env,
+        cwd,
+        timeout: Duration::from_millis(timeout_ms),
+        grace: Duration::from_millis(policy.limits.kill_grace_ms),
+        output_cap: policy.output.cap_bytes,
+        strip_ansi: policy.output.strip_ansi,
+        stdin: req.stdin.clone(),
+        path_var: policy
+            .commands
+            .search_path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":"),
+        warnings,
+        script: Some(std::sync::Arc::new(sp)),
+        pass_fd: None,
     })
 }
 
@@ -229,8 +292,10 @@ pub fn resolve(policy: &Policy, first: &str) -> Result<PathBuf, Denial> {
             let hint = if policy.commands.allow.iter().any(|a| a == base) {
                 format!("use the bare name `{base}`; it is looked up on the policy's search path")
             } else {
-                "use the bare name of an allowed program; `agent-rsh policy show` lists them"
-                    .to_string()
+                format!(
+                    "use the bare name of an allowed program; {}",
+                    hints::allowed_programs(policy, base)
+                )
             };
             return Err(Denial::new(
                 "command.path",
@@ -245,7 +310,7 @@ pub fn resolve(policy: &Policy, first: &str) -> Result<PathBuf, Denial> {
         return Err(Denial::new(
             "command.not-allowed",
             format!("`{first}` is not on the policy's allowlist"),
-            "run one of the allowed programs; `agent-rsh policy show` lists them",
+            hints::not_allowed(policy, first),
         )
         .at_arg(0));
     }
@@ -269,8 +334,20 @@ fn not_found(name: &str) -> Denial {
 /// writable place, so the program cannot be swapped by a confined child.
 fn canonical_program(policy: &Policy, candidate: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let real = std::fs::canonicalize(candidate).ok()?;
-    let meta = std::fs::metadata(&real).ok()?;
+    // One lstat first: most candidates on the search path do not exist,
+    // and most programs are plain files in a directory whose canonical
+    // path is known; only a symlink needs the full walk.
+    let meta = std::fs::symlink_metadata(candidate).ok()?;
+    let (real, meta) = if meta.file_type().is_symlink() {
+        let real = std::fs::canonicalize(candidate).ok()?;
+        let meta = std::fs::metadata(&real).ok()?;
+        (real, meta)
+    } else {
+        (
+            canonical_dir(candidate.parent()?)?.join(candidate.file_name()?),
+            meta,
+        )
+    };
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         return None;
     }
@@ -283,6 +360,25 @@ fn canonical_program(policy: &Policy, candidate: &Path) -> Option<PathBuf> {
         if real.starts_with(w) {
             return None;
         }
+    }
+    Some(real)
+}
+
+/// A directory's canonical path, remembered per process: the search path's
+/// few directories are resolved once instead of on every check.
+fn canonical_dir(dir: &Path) -> Option<PathBuf> {
+    use std::sync::Mutex;
+    static KNOWN: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+    if let Ok(known) = KNOWN.lock()
+        && let Some((_, real)) = known.iter().find(|(d, _)| d == dir)
+    {
+        return Some(real.clone());
+    }
+    let real = std::fs::canonicalize(dir).ok()?;
+    if let Ok(mut known) = KNOWN.lock()
+        && known.len() < 64
+    {
+        known.push((dir.to_path_buf(), real.clone()));
     }
     Some(real)
 }

@@ -6,13 +6,14 @@ use std::io;
 
 /// A failed job call: what went wrong, agent-rsh's exit code, and for a
 /// command that was refused or could not start, its RunResult.
-#[derive(Debug, Clone, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, Serialize, thiserror::Error, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[error("{error}")]
 pub struct JobError {
     #[serde(skip)]
     pub code: i32,
     pub error: String,
+    /// The RunResult of a command that was refused or could not start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RunResult>>,
     /// The id names no job (malformed, never spawned, or removed by gc),

@@ -32,7 +32,7 @@ pub const MAX_PATTERN_BYTES: usize = 4096;
 /// Longest line text returned; longer lines are cut and marked.
 pub const MAX_LINE_BYTES: usize = 2048;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrepMatch {
     /// 1-based line number in the stream.
@@ -44,7 +44,7 @@ pub struct GrepMatch {
     pub after: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrepResult {
     pub id: String,

@@ -40,12 +40,13 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 64 * 1024;
 pub const MAX_OUTPUT_LIMIT: usize = 16 << 20;
 
 /// `output`'s answer: a contiguous piece of a stream.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputChunk {
     pub id: String,
     pub content: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["base64", "utf-8-lossy"]))]
     pub encoding: Option<&'static str>,
     pub stream: StreamSel,
     /// Stream offset of `content`'s first byte: the requested offset, or

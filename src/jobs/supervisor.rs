@@ -518,6 +518,8 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
         workspace: Some(workspace.clone()),
         keep: true,
         cancel: Some(cancel_r.as_raw_fd()),
+        max_output: None,
+        verbose: false,
     };
     let mut sink = JobSink {
         dir: spec.dir.clone(),

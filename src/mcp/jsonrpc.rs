@@ -64,18 +64,24 @@ pub enum Message {
     Response,
 }
 
-/// Classifies one line. An error carries the id to answer with (`null`
-/// when the id could not be read).
+/// Reads one line as JSON; the error answers with id `null`.
+pub fn parse_json(line: &[u8]) -> Result<Value, RpcError> {
+    serde_json::from_slice(line)
+        .map_err(|e| RpcError::new(PARSE_ERROR, format!("parse error: {e}")))
+}
+
+/// Classifies one line holding a single message (not a batch).
+#[cfg(test)]
 pub fn parse(line: &[u8]) -> Result<Message, (Value, RpcError)> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| {
-        (
-            Value::Null,
-            RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
-        )
-    })?;
+    classify(parse_json(line).map_err(|e| (Value::Null, e))?)
+}
+
+/// Classifies one message. An error carries the id to answer with
+/// (`null` when the id could not be read).
+pub fn classify(value: Value) -> Result<Message, (Value, RpcError)> {
     let Value::Object(mut obj) = value else {
         let what = if value.is_array() {
-            "batches are not supported; send one JSON-RPC object per line"
+            "a batch cannot hold a batch; send JSON-RPC objects"
         } else {
             "a JSON-RPC message must be a JSON object"
         };
@@ -83,11 +89,15 @@ pub fn parse(line: &[u8]) -> Result<Message, (Value, RpcError)> {
     };
     let id = match obj.remove("id") {
         None => None,
-        Some(v @ (Value::String(_) | Value::Number(_))) => Some(v),
+        Some(v @ Value::String(_)) => Some(v),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
         Some(_) => {
             return Err((
                 Value::Null,
-                RpcError::new(INVALID_REQUEST, "id must be a string or an integer"),
+                RpcError::new(
+                    INVALID_REQUEST,
+                    "id must be a string or an integer (not null, a fraction or an object)",
+                ),
             ));
         }
     };
@@ -224,6 +234,10 @@ impl Output {
     }
 }
 
+pub fn result_message(id: &Value, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+}
+
 pub fn error_message(id: &Value, err: &RpcError) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": err.to_json() })
 }
@@ -253,6 +267,14 @@ mod tests {
         );
         assert_eq!(code("{not json"), (Value::Null, PARSE_ERROR));
         assert_eq!(code("[1]"), (Value::Null, INVALID_REQUEST));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#),
+            (Value::Null, INVALID_REQUEST)
+        );
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":-3,"method":"x"}"#),
+            Ok(Message::Request { .. })
+        ));
         assert_eq!(code("7"), (Value::Null, INVALID_REQUEST));
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#),

@@ -10,10 +10,10 @@
 //! it is in progress; each tool call runs on its own thread; stdout writes
 //! are serialized by `jsonrpc::Output`.
 
-mod job_tools;
 mod jsonrpc;
+mod progress;
 mod protocol;
-mod run_tool;
+mod render;
 mod tools;
 
 use crate::cli::{CliError, CliResult, exit_code};
@@ -29,6 +29,10 @@ pub struct McpArgs {
     /// instead of a fresh workspace per call.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// Put PREFIX before every tool name (e.g. `rsh_` gives `rsh_run`),
+    /// so they do not collide with another server's tools.
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    tool_prefix: String,
 }
 
 /// Runs the server until stdin closes; returns the process exit code.
@@ -45,5 +49,31 @@ pub fn main(policy: Option<&Path>, a: McpArgs) -> CliResult {
             ),
         ));
     }
-    Ok(exit_code(protocol::serve(policy, a.workspace)))
+    if let Err(e) = check_prefix(&a.tool_prefix) {
+        return Err(CliError::new(
+            code::USAGE,
+            format!("mcp --tool-prefix {:?}: {e}", a.tool_prefix),
+        ));
+    }
+    Ok(exit_code(protocol::serve(
+        policy,
+        a.workspace,
+        a.tool_prefix,
+    )))
+}
+
+/// MCP tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`.
+fn check_prefix(p: &str) -> Result<(), String> {
+    if let Some(c) = p
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(format!(
+            "{c:?} cannot appear in a tool name; use letters, digits, '_', '-' or '.'"
+        ));
+    }
+    if p.len() > 64 {
+        return Err("longer than 64 characters".into());
+    }
+    Ok(())
 }

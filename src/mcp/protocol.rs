@@ -9,7 +9,8 @@
 //! keeps no state a handshake would set up).
 
 use super::jsonrpc::{self, Line, Message, Output, RpcError};
-use super::tools::{self, CallEnv, Context, Progress, ToolResult};
+use super::progress::Progress;
+use super::tools::{self, CallEnv, Context, ToolResult};
 use crate::policy::Policy;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -28,6 +29,11 @@ pub const HANDSHAKE_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-2
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The revision whose sessions may send JSON-RPC batches (it says
+/// implementations MUST support receiving them; later revisions removed
+/// them).
+const BATCH_VERSION: &str = "2025-03-26";
 
 /// Longest message accepted (a `run` with a large `stdin` fits).
 const MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -124,10 +130,65 @@ struct Server {
     out: Arc<Output>,
     inflight: Arc<Mutex<HashMap<String, InFlight>>>,
     workers: Arc<Workers>,
+    /// The revision `initialize` negotiated, if any.
+    session: Mutex<Option<&'static str>>,
+}
+
+/// Where the response to a request goes: straight out, or into the batch
+/// it came in (sent as one array once every request in it is answered).
+#[derive(Clone)]
+enum Reply {
+    Direct,
+    Batch(Arc<Batch>),
+}
+
+#[derive(Default)]
+struct Batch {
+    state: Mutex<BatchState>,
+}
+
+#[derive(Default)]
+struct BatchState {
+    responses: Vec<Value>,
+    /// Requests of the batch not answered yet.
+    outstanding: usize,
+    /// Every message of the batch has been read.
+    sealed: bool,
+    sent: bool,
+}
+
+impl Batch {
+    fn expect(&self) {
+        lock(&self.state).outstanding += 1;
+    }
+
+    /// One request answered (`None`: cancelled, nothing to send for it).
+    fn deliver(&self, out: &Output, msg: Option<Value>) {
+        let mut st = lock(&self.state);
+        st.outstanding -= 1;
+        st.responses.extend(msg);
+        Batch::flush(&mut st, out);
+    }
+
+    fn seal(&self, out: &Output) {
+        let mut st = lock(&self.state);
+        st.sealed = true;
+        Batch::flush(&mut st, out);
+    }
+
+    /// A batch of notifications only is answered with nothing at all.
+    fn flush(st: &mut BatchState, out: &Output) {
+        if st.sealed && st.outstanding == 0 && !st.sent {
+            st.sent = true;
+            if !st.responses.is_empty() {
+                out.send(&Value::Array(std::mem::take(&mut st.responses)));
+            }
+        }
+    }
 }
 
 /// Serves stdin/stdout until stdin closes.
-pub fn serve(policy: Policy, workspace: Option<PathBuf>) -> i32 {
+pub fn serve(policy: Policy, workspace: Option<PathBuf>, prefix: String) -> i32 {
     if let Err(e) = crate::exec::install_signal_forwarding() {
         eprintln!("agent-rsh mcp: cannot install signal handlers: {e}");
         return crate::result::code::FAILED;
@@ -136,10 +197,12 @@ pub fn serve(policy: Policy, workspace: Option<PathBuf>) -> i32 {
         ctx: Arc::new(Context {
             policy: Arc::new(policy),
             workspace,
+            prefix,
         }),
         out: Arc::new(Output::new(Box::new(std::io::stdout()))),
         inflight: Arc::default(),
         workers: Arc::default(),
+        session: Mutex::new(None),
     });
     if let Err(e) = watch_signals(server.clone()) {
         eprintln!("agent-rsh mcp: cannot install signal handlers: {e}");
@@ -212,14 +275,87 @@ impl Server {
     }
 
     fn handle_line(self: &Arc<Self>, line: &[u8]) {
-        match jsonrpc::parse(line) {
-            Err((id, e)) => self.out.error(&id, &e),
+        match jsonrpc::parse_json(line) {
+            Err(e) => self.out.error(&Value::Null, &e),
+            Ok(Value::Array(items)) => self.batch(items),
+            Ok(v) => self.message(v, &Reply::Direct),
+        }
+    }
+
+    /// A JSON-RPC batch: served in a 2025-03-26 session, refused otherwise
+    /// (the later revisions removed batching).
+    fn batch(self: &Arc<Self>, items: Vec<Value>) {
+        let session = *lock(&self.session);
+        if session != Some(BATCH_VERSION) {
+            let now = match session {
+                Some(v) => format!("this session negotiated {v}"),
+                None => "no session was initialized".into(),
+            };
+            return self.out.error(
+                &Value::Null,
+                &RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!(
+                        "batches are served only in a {BATCH_VERSION} session ({now}); \
+                         send one JSON-RPC object per line"
+                    ),
+                ),
+            );
+        }
+        if items.is_empty() {
+            return self.out.error(
+                &Value::Null,
+                &RpcError::new(jsonrpc::INVALID_REQUEST, "an empty batch"),
+            );
+        }
+        let batch = Arc::new(Batch::default());
+        let reply = Reply::Batch(batch.clone());
+        for item in items {
+            self.message(item, &reply);
+        }
+        batch.seal(&self.out);
+    }
+
+    fn message(self: &Arc<Self>, v: Value, reply: &Reply) {
+        let in_batch = matches!(reply, Reply::Batch(_));
+        match jsonrpc::classify(v) {
+            Err((id, e)) => {
+                self.expect(reply);
+                self.respond(reply, jsonrpc::error_message(&id, &e), || false);
+            }
             Ok(Message::Response) => {}
             Ok(Message::Notification { method, params }) => self.notification(&method, &params),
             Ok(Message::Request { id, method, params }) => {
-                if let Err(e) = self.request(&id, &method, params) {
-                    self.out.error(&id, &e);
+                self.expect(reply);
+                let r = if in_batch && method == "initialize" {
+                    Err(RpcError::new(
+                        jsonrpc::INVALID_REQUEST,
+                        "initialize cannot be part of a batch",
+                    ))
+                } else {
+                    self.request(&id, &method, params, reply)
+                };
+                if let Err(e) = r {
+                    self.respond(reply, jsonrpc::error_message(&id, &e), || false);
                 }
+            }
+        }
+    }
+
+    fn expect(&self, reply: &Reply) {
+        if let Reply::Batch(b) = reply {
+            b.expect();
+        }
+    }
+
+    /// Sends the response to one request, unless `suppress()` (evaluated
+    /// under the output lock) says the request was cancelled.
+    fn respond(&self, reply: &Reply, msg: Value, suppress: impl FnOnce() -> bool) {
+        match reply {
+            Reply::Direct => self.out.send_unless(&msg, suppress),
+            Reply::Batch(b) => {
+                let keep = !self.out.locked(suppress);
+                b.deliver(&self.out, keep.then_some(msg));
             }
         }
     }
@@ -240,6 +376,7 @@ impl Server {
         id: &Value,
         method: &str,
         params: Map<String, Value>,
+        reply: &Reply,
     ) -> Result<(), RpcError> {
         if method == "initialize" {
             return self.initialize(id, &params);
@@ -263,14 +400,20 @@ impl Server {
                 )));
             }
             ("tools/list", _) => {
-                let mut r = json!({ "tools": tools::listing(&self.ctx.policy) });
+                if params.get("cursor").is_some_and(|c| !c.is_null()) {
+                    return Err(RpcError::invalid_params(
+                        "invalid cursor: the tool list has a single page and no cursor; \
+                         call tools/list without one",
+                    ));
+                }
+                let mut r = json!({ "tools": tools::listing(&self.ctx) });
                 if era == Era::Modern {
                     r["ttlMs"] = json!(0);
                     r["cacheScope"] = json!("private");
                 }
                 r
             }
-            ("tools/call", _) => return self.call(id, params, era),
+            ("tools/call", _) => return self.call(id, params, era, reply),
             _ => {
                 return Err(RpcError::new(
                     jsonrpc::METHOD_NOT_FOUND,
@@ -278,7 +421,11 @@ impl Server {
                 ));
             }
         };
-        self.out.result(id, finish(result, &era));
+        self.respond(
+            reply,
+            jsonrpc::result_message(id, finish(result, &era)),
+            || false,
+        );
         Ok(())
     }
 
@@ -289,6 +436,7 @@ impl Server {
             ));
         };
         let version = negotiate(requested);
+        *lock(&self.session) = Some(version);
         self.out.result(
             id,
             json!({
@@ -306,6 +454,7 @@ impl Server {
         id: &Value,
         params: Map<String, Value>,
         era: Era,
+        reply: &Reply,
     ) -> Result<(), RpcError> {
         let name = match params.get("name") {
             Some(Value::String(n)) => n.as_str(),
@@ -315,85 +464,118 @@ impl Server {
                 ));
             }
         };
-        let tool = tools::find(name).ok_or_else(|| {
-            let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
-            RpcError::invalid_params(format!("unknown tool {name:?}; the tools are {names:?}"))
+        let tool = tools::find(&self.ctx, name).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "unknown tool {name:?}; the tools are {:?}",
+                self.ctx.names()
+            ))
         })?;
+        let token = match params.get("_meta").and_then(|m| m.get("progressToken")) {
+            None | Some(Value::Null) => None,
+            Some(t @ Value::String(_)) => Some(t.clone()),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n.clone())),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "_meta.progressToken must be a string or an integer",
+                ));
+            }
+        };
+        // An argument the tool cannot take is an `isError` result, not a
+        // protocol error, so the model reads what to correct.
+        let answer = |r: ToolResult| {
+            self.respond(
+                reply,
+                jsonrpc::result_message(id, finish(r.to_json(), &era)),
+                || false,
+            );
+            Ok(())
+        };
         let empty = Map::new();
         let args = match params.get("arguments") {
             None | Some(Value::Null) => &empty,
             Some(Value::Object(a)) => a,
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "tools/call params.arguments must be an object",
-                ));
+            Some(other) => {
+                let text = format!(
+                    "{name}: invalid arguments: expected an object of named arguments, got {}. {}",
+                    kind(other),
+                    tools::takes(&(tool.input_schema)())
+                );
+                return answer(ToolResult::refused(tool, text));
             }
         };
-        let work = (tool.prepare)(&self.ctx, args)
-            .map_err(|e| RpcError::invalid_params(format!("tool {name}: {e}")))?;
+        let work = match (tool.prepare)(&self.ctx, args) {
+            Ok(w) => w,
+            Err(e) => {
+                let text = format!("{name}: {e}. {}", tools::takes(&(tool.input_schema)()));
+                return answer(ToolResult::refused(tool, text));
+            }
+        };
 
         let key = id.to_string();
         let max = self.ctx.policy.mcp.max_concurrent_calls;
-        {
-            let mut map = lock(&self.inflight);
-            if map.contains_key(&key) {
-                return Err(RpcError::new(
-                    jsonrpc::INVALID_REQUEST,
-                    format!("request id {key} is already in use by a call in progress"),
-                ));
-            }
-            if tool.long_running && map.values().filter(|f| f.long_running).count() >= max {
-                let r = busy(name, max);
-                self.out.result(id, finish(r.to_json(), &era));
-                return Ok(());
-            }
-            let (cancel_r, cancel_w) = pipe().map_err(|e| {
-                RpcError::new(
-                    jsonrpc::INVALID_REQUEST,
-                    format!("cannot start the call: {e}"),
-                )
-            })?;
-            let cancelled = Arc::new(AtomicBool::new(false));
-            map.insert(
-                key.clone(),
-                InFlight {
-                    cancelled: cancelled.clone(),
-                    cancel_w,
-                    long_running: tool.long_running,
-                },
-            );
-            *lock(&self.workers.count) += 1;
-            let token = params
-                .get("_meta")
-                .and_then(|m| m.get("progressToken"))
-                .filter(|t| t.is_string() || t.is_number())
-                .cloned();
-            let progress =
-                token.map(|t| Arc::new(Progress::new(self.out.clone(), t, cancelled.clone())));
-            let server = self.clone();
-            let id = id.clone();
-            std::thread::spawn(move || {
-                let env = CallEnv {
-                    progress,
-                    cancel: cancel_r.as_raw_fd(),
-                    cancelled: cancelled.clone(),
-                };
-                let result = work(&env);
-                drop(env);
-                drop(cancel_r);
-                // Free the id first: the client may reuse it once answered.
-                lock(&server.inflight).remove(&key);
-                let msg =
-                    json!({ "jsonrpc": "2.0", "id": id, "result": finish(result.to_json(), &era) });
-                server
-                    .out
-                    .send_unless(&msg, || cancelled.load(Ordering::SeqCst));
-                let mut n = lock(&server.workers.count);
-                *n -= 1;
-                server.workers.idle.notify_all();
-            });
+        let mut map = lock(&self.inflight);
+        if map.contains_key(&key) {
+            return Err(RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!("request id {key} is already in use by a call in progress"),
+            ));
         }
+        if tool.long_running && map.values().filter(|f| f.long_running).count() >= max {
+            drop(map);
+            return answer(ToolResult::refused(tool, busy(name, max)));
+        }
+        let (cancel_r, cancel_w) = pipe().map_err(|e| {
+            RpcError::new(
+                jsonrpc::INVALID_REQUEST,
+                format!("cannot start the call: {e}"),
+            )
+        })?;
+        let cancelled = Arc::new(AtomicBool::new(false));
+        map.insert(
+            key.clone(),
+            InFlight {
+                cancelled: cancelled.clone(),
+                cancel_w,
+                long_running: tool.long_running,
+            },
+        );
+        drop(map);
+        *lock(&self.workers.count) += 1;
+        let progress =
+            token.map(|t| Arc::new(Progress::new(self.out.clone(), t, cancelled.clone())));
+        let server = self.clone();
+        let id = id.clone();
+        let reply = reply.clone();
+        std::thread::spawn(move || {
+            let env = CallEnv {
+                progress,
+                cancel: cancel_r.as_raw_fd(),
+                cancelled: cancelled.clone(),
+            };
+            let result = work(&env);
+            drop(env);
+            drop(cancel_r);
+            // Free the id first: the client may reuse it once answered.
+            lock(&server.inflight).remove(&key);
+            let msg = jsonrpc::result_message(&id, finish(result.to_json(), &era));
+            server.respond(&reply, msg, || cancelled.load(Ordering::SeqCst));
+            let mut n = lock(&server.workers.count);
+            *n -= 1;
+            server.workers.idle.notify_all();
+        });
         Ok(())
+    }
+}
+
+/// What a JSON value is, for a message.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -406,17 +588,11 @@ fn finish(mut result: Value, era: &Era) -> Value {
     result
 }
 
-fn busy(tool: &str, max: usize) -> ToolResult {
-    let msg = format!(
+fn busy(tool: &str, max: usize) -> String {
+    format!(
         "too many calls in progress (the policy allows {max} at once, mcp.max_concurrent_calls); \
          nothing was run: wait for a call to finish or cancel one, then call {tool} again"
-    );
-    let r = crate::result::RunResult::failed(String::new(), msg.clone());
-    ToolResult {
-        structured: serde_json::to_value(&r).unwrap_or(Value::Null),
-        text: msg,
-        is_error: true,
-    }
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -13,10 +13,16 @@ pub struct McpPolicy {
     /// Tool calls that may be in progress at once; further calls are
     /// answered at once with an error result.
     pub max_concurrent_calls: usize,
-    /// Bytes of each output stream shown in the result's text (head and
-    /// tail kept, the elision stated); `structuredContent` has the full
-    /// capture up to `output.cap_bytes`.
+    /// Output in a `run` result, stdout and stderr together, in the text
+    /// and in `structuredContent` alike (head and tail at line boundaries,
+    /// the elision stated), unless the call gives `maxOutputBytes`; also
+    /// the default page of the `output` tool.
     pub text_bytes: usize,
+    /// Deadline of a `run` call that gives no `timeoutMs` (at most
+    /// `limits.timeout_ms`): below the 60 s request timeout of common
+    /// clients, so the timeout result reaches the model; longer work goes
+    /// to `spawn`.
+    pub timeout_ms: u64,
 }
 
 impl Default for McpPolicy {
@@ -24,7 +30,8 @@ impl Default for McpPolicy {
         McpPolicy {
             wrap_output: false,
             max_concurrent_calls: 8,
-            text_bytes: 16 * 1024,
+            text_bytes: crate::result::DEFAULT_MAX_OUTPUT,
+            timeout_ms: 50_000,
         }
     }
 }
@@ -34,8 +41,11 @@ impl McpPolicy {
         if self.max_concurrent_calls == 0 {
             return Err("mcp.max_concurrent_calls must be at least 1".into());
         }
-        if self.text_bytes < 64 {
-            return Err("mcp.text_bytes must be at least 64".into());
+        if self.text_bytes < 256 {
+            return Err("mcp.text_bytes must be at least 256".into());
+        }
+        if self.timeout_ms == 0 {
+            return Err("mcp.timeout_ms must be at least 1".into());
         }
         Ok(())
     }

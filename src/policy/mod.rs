@@ -10,6 +10,7 @@ pub mod env;
 pub mod jobs;
 pub mod mcp;
 pub mod profile;
+pub mod profiles;
 pub mod rules;
 pub mod shell;
 
@@ -35,6 +36,11 @@ pub const EXAMPLE_POLICY: &str = include_str!("../../policy.example.toml");
 pub struct Policy {
     /// Longest command string accepted, in bytes.
     pub max_command_bytes: usize,
+    /// How command strings are read: `compound` (agent-rsh is the shell:
+    /// lists, pipelines, redirections, expansions, each command checked)
+    /// or `simple` (one simple command with literal words; every
+    /// unquoted metacharacter, glob and expansion refused).
+    pub syntax: Syntax,
     /// How guard findings map to deny or warn.
     pub trust: Trust,
     /// What to do when the kernel cannot enforce the confinement.
@@ -74,6 +80,14 @@ pub struct Policy {
     pub packs: PackSwitches,
     /// The policy's own argument rules and guards: `[[rules]]`.
     pub rules: Vec<RuleSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Syntax {
+    #[default]
+    Compound,
+    Simple,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -343,6 +357,7 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             max_command_bytes: 8192,
+            syntax: Syntax::default(),
             trust: Trust::default(),
             confinement: ConfinementMode::default(),
             network: Network::default(),

@@ -5,6 +5,9 @@
 
 pub mod accounts;
 pub mod mcp;
+mod prereq;
+
+pub use prereq::*;
 
 use serde_json::Value;
 use std::path::PathBuf;

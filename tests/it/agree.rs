@@ -56,13 +56,19 @@ fn check_and_run_agree_on_every_kind_of_verdict() {
         ),
     )
     .unwrap();
+    // The strict contract: one simple command, every list refused.
+    let simple = dir.path().join("simple.toml");
+    std::fs::write(&simple, format!("syntax = \"simple\"\n{POLICY}")).unwrap();
     let ws = dir.path().display().to_string();
     let argv = ["--argv"];
     #[rustfmt::skip]
     let cases: &[Case] = &[
         (&policy, &[], &["echo hi"], None, 0),
         (&policy, &["--timeout", "99999999"], &["echo hi"], None, 0),
-        (&policy, &[], &["echo a;b"], Some("lex.list"), 126),
+        (&simple, &[], &["echo a;b"], Some("lex.list"), 126),
+        // A compound command is refused for the command it may not run.
+        (&policy, &[], &["echo a;b"], Some("command.not-allowed"), 126),
+        (&policy, &[], &["echo a; echo b"], None, 0),
         (&policy, &argv, &["echo", "a\nb"], Some("lex.newline"), 126),
         (&policy, &[], &["nope"], Some("command.not-allowed"), 126),
         (&policy, &[], &["/bin/echo x"], Some("command.path"), 126),

@@ -229,17 +229,18 @@ fn gc_collects_leftovers_of_dead_processes() {
         return;
     }
     let layout = cgroup::layout().expect("layout as root");
-    // A pid above pid_max never exists; the counter part is this test's.
-    let n = std::process::id();
+    // A pid above pid_max never exists; the counter part is this test
+    // process's own, so test runs at the same time do not collide.
+    let me = std::process::id();
     let stale: Vec<_> = layout
         .parents
         .iter()
-        .map(|p| p.join(format!("4194999-{n}0")))
+        .map(|p| p.join(format!("4194999-{me}0")))
         .collect();
     let young: Vec<_> = layout
         .parents
         .iter()
-        .map(|p| p.join(format!("4194999-{n}1")))
+        .map(|p| p.join(format!("4194999-{me}1")))
         .collect();
     for d in stale.iter().chain(&young) {
         std::fs::create_dir(d).unwrap();
@@ -254,10 +255,9 @@ fn gc_collects_leftovers_of_dead_processes() {
         let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [old, old].as_ptr(), 0) };
         assert_eq!(r, 0, "utimensat: {}", std::io::Error::last_os_error());
     }
-    // Every run of agent-rsh sweeps too (other tests run it meanwhile), so
-    // a stale directory may be gone before this sweep reaches it.
     let removed = cgroup::gc();
     for d in &stale {
+        // Another test process's gc may have been first.
         assert!(
             removed.contains(d) || !d.exists(),
             "{} not collected: {removed:?}",

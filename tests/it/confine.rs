@@ -50,7 +50,8 @@ fn policy_allowing(allow: &str, top: &str, tables: &str) -> Policy {
 
 fn run_in(p: &Policy, ws: Option<&Path>, cmd: &str) -> Value {
     let mut c = Command::new(bin());
-    c.args(["run", "--json", "--policy"]).arg(&p.path);
+    c.args(["run", "--json", "--verbose", "--policy"])
+        .arg(&p.path);
     if let Some(ws) = ws {
         c.arg("--workspace").arg(ws);
     }

@@ -414,9 +414,10 @@ fn a_refused_command_is_refused_at_once_and_leaves_no_job() {
     assert_eq!(code, 126, "{r}");
     assert_eq!(r["status"], "denied");
     assert_eq!(r["denial"]["rule"], "command.not-allowed");
-    let (r, code) = w.json(&["spawn", "echo a; echo b"]);
+    let (r, code) = w.json(&["spawn", "echo a; id"]);
     assert_eq!(code, 126);
-    assert_eq!(r["denial"]["rule"], "lex.list");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed");
+    assert_eq!(r["denial"]["offset"], 8);
     let (r, code) = w.json(&["spawn", "nonexistent-program-xyz"]);
     assert_eq!(code, 127, "{r}");
     let (r, code) = w.json(&["spawn", "--cwd", "no/such/dir", "echo hi"]);

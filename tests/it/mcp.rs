@@ -203,8 +203,15 @@ fn protocol_errors_are_answered_and_the_server_keeps_serving() {
             .contains("resources/list")
     );
 
+    // Arguments the tool cannot take: an isError result (SEP-1303) whose
+    // text says what is wrong and what the tool takes, and whose
+    // structuredContent is a RunResult of status failed.
     for (id, params, needle) in [
-        (10, json!({"name": "run", "arguments": {}}), "command"),
+        (
+            10,
+            json!({"name": "run", "arguments": {}}),
+            "missing field `command`",
+        ),
         (
             11,
             json!({"name": "run", "arguments": {"command": 42}}),
@@ -220,9 +227,26 @@ fn protocol_errors_are_answered_and_the_server_keeps_serving() {
             json!({"name": "run", "arguments": {"command": "ls", "timeoutMs": -1}}),
             "invalid",
         ),
+        (
+            16,
+            json!({"name": "run", "arguments": "ls"}),
+            "expected an object",
+        ),
+    ] {
+        let r = s.call(json!(id), "tools/call", params);
+        let res = &r["result"];
+        assert_eq!(res["isError"], true, "{r}");
+        let text = res["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("run: invalid arguments"), "{text}");
+        assert!(text.contains(needle), "{text}");
+        assert!(text.contains("command (string, required)"), "{text}");
+        assert_eq!(res["structuredContent"]["status"], "failed", "{r}");
+        assert_eq!(res["structuredContent"]["error"], text, "{r}");
+    }
+    // What is not a tool call at all stays a protocol error.
+    for (id, params, needle) in [
         (14, json!({"name": "nope", "arguments": {}}), "unknown tool"),
         (15, json!({"arguments": {}}), "params.name"),
-        (16, json!({"name": "run", "arguments": "ls"}), "object"),
     ] {
         let r = s.call(json!(id), "tools/call", params);
         assert_eq!(error_code(&r), -32602, "{r}");
@@ -561,6 +585,15 @@ max_concurrent_calls = 1
             .unwrap()
             .contains("max_concurrent_calls")
     );
+    // A job tool refused for the same reason answers in its failure shape.
+    let r = s.call(
+        json!(5),
+        "tools/call",
+        json!({"name": "spawn", "arguments": {"command": "echo x"}}),
+    );
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("max_concurrent_calls"), "{r}");
+    assert_eq!(r["result"]["structuredContent"], json!({ "error": text }));
     // A second call may not reuse an id still in progress.
     let r = s.call(
         json!(1),
@@ -747,4 +780,329 @@ fn a_client_that_does_not_read_cannot_stall_the_deadline() {
     );
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+fn initialize(s: &mut Server, version: &str) {
+    let r = s.call(
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert_eq!(r["result"]["protocolVersion"], version, "{r}");
+    s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
+#[test]
+fn batches_are_served_in_2025_03_26_sessions_only() {
+    let p = shell_policy();
+    let ping = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+
+    // Not before a session says it speaks 2025-03-26, nor in a later one.
+    let mut s = Server::start(Some(&p));
+    s.send(json!([ping(1)]));
+    let r = s.next();
+    assert_eq!(error_code(&r), -32600);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2025-03-26"),
+        "{r}"
+    );
+    initialize(&mut s, "2025-11-25");
+    s.send(json!([ping(1)]));
+    let r = s.next();
+    assert_eq!(error_code(&r), -32600);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("negotiated 2025-11-25"),
+        "{r}"
+    );
+
+    let mut s = Server::start(Some(&p));
+    initialize(&mut s, "2025-03-26");
+    // One array answers every request of the batch, tool calls included
+    // (they run concurrently); notifications and bad members are handled
+    // as on their own.
+    s.send(json!([
+        ping(1),
+        {"jsonrpc": "2.0", "method": "notifications/whatever"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "run", "arguments": {"command": "bash -c 'sleep 0.2; echo slow'"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "run", "arguments": {"command": "echo fast"}}},
+        {"jsonrpc": "2.0", "id": 5.5, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {"protocolVersion": "2025-03-26"}},
+    ]));
+    let r = s.next();
+    let answers = r
+        .as_array()
+        .unwrap_or_else(|| panic!("not a batch answer: {r}"));
+    assert_eq!(answers.len(), 6, "{r}");
+    let by_id = |id: Value| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {r}"))
+    };
+    assert_eq!(by_id(json!(1))["result"], json!({}));
+    assert!(by_id(json!(2))["result"]["tools"].is_array());
+    assert_eq!(
+        by_id(json!(3))["result"]["structuredContent"]["stdout"],
+        "slow\n"
+    );
+    assert_eq!(
+        by_id(json!(4))["result"]["structuredContent"]["stdout"],
+        "fast\n"
+    );
+    assert_eq!(error_code(by_id(Value::Null)), -32600);
+    assert_eq!(error_code(by_id(json!(6))), -32600);
+    // A batch of notifications only is answered with nothing: the next
+    // message is the answer to the ping after it.
+    s.send(json!([{"jsonrpc": "2.0", "method": "notifications/whatever"}]));
+    assert_eq!(s.call(json!(7), "ping", json!({}))["result"], json!({}));
+    assert_eq!(s.seen.last().unwrap()["id"], 7);
+    // An empty batch is one error.
+    s.send_raw("[]");
+    assert_eq!(error_code(&s.next()), -32600);
+}
+
+#[test]
+fn fractional_ids_progress_tokens_and_cursors_are_refused() {
+    let sp = shell_policy();
+    let mut s = Server::start(Some(&sp));
+    s.send_raw(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#);
+    let r = s.next();
+    assert_eq!((error_code(&r), &r["id"]), (-32600, &Value::Null), "{r}");
+
+    let r = s.call(json!(2), "tools/list", json!({"cursor": "page-2"}));
+    assert_eq!(error_code(&r), -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid cursor"),
+        "{r}"
+    );
+    let r = s.call(json!(3), "tools/list", json!({}));
+    assert!(r["result"].get("nextCursor").is_none(), "{r}");
+
+    for token in [json!(0.5), json!({"a": 1}), json!(true)] {
+        let r = s.call(
+            json!(4),
+            "tools/call",
+            json!({"name": "run", "arguments": {"command": "echo x"}, "_meta": {"progressToken": token}}),
+        );
+        assert_eq!(error_code(&r), -32602, "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("progressToken"),
+            "{r}"
+        );
+    }
+    let r = s.call(
+        json!(5),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "echo x"}, "_meta": {"progressToken": -7}}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+}
+
+#[test]
+fn tool_prefix_names_every_tool() {
+    let p = shell_policy();
+    let mut s = Server::start_with(&p, &["--tool-prefix", "rsh_"]);
+    let r = s.call(json!(1), "tools/list", json!({}));
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "rsh_run",
+            "rsh_spawn",
+            "rsh_status",
+            "rsh_output",
+            "rsh_grep",
+            "rsh_send",
+            "rsh_kill"
+        ]
+    );
+    // Descriptions name the other tools as the client sees them.
+    let spawn = tools[1]["description"].as_str().unwrap();
+    assert!(
+        spawn.contains("rsh_status") && spawn.contains("rsh_kill"),
+        "{spawn}"
+    );
+    assert!(
+        tools[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("use rsh_spawn")
+    );
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "rsh_run", "arguments": {"command": "echo prefixed"}}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"], "prefixed\n",
+        "{r}"
+    );
+    let r = s.call(
+        json!(3),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "echo x"}}),
+    );
+    assert_eq!(error_code(&r), -32602, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("rsh_run"),
+        "{r}"
+    );
+
+    let out = Command::new(BIN)
+        .args(["mcp", "--tool-prefix", "my tools"])
+        .arg("--policy")
+        .arg(&p.path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot appear in a tool name"), "{err}");
+}
+
+#[test]
+fn the_default_deadline_answers_before_a_client_gives_up_and_points_to_spawn() {
+    let sp = shell_policy();
+    let mut s = Server::start(Some(&sp));
+    let r = s.call(json!(1), "tools/list", json!({}));
+    let run = r["result"]["tools"][0]["description"].as_str().unwrap();
+    assert!(
+        run.contains("Deadline: 50000 ms unless timeoutMs says otherwise (at most 60000 ms)"),
+        "{run}"
+    );
+    assert!(run.contains("use spawn instead"), "{run}");
+
+    let p = policy(
+        r#"
+[commands]
+allow = ["sleep"]
+[mcp]
+timeout_ms = 300
+"#,
+    );
+    let mut s = Server::start(Some(&p));
+    let r = s.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "sleep 30"}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["structuredContent"]["status"], "timedOut", "{r}");
+    assert!(
+        res["structuredContent"]["durationMs"].as_u64().unwrap() < 10_000,
+        "{r}"
+    );
+    let text = res["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("hint: for work that outlasts one call, use spawn"),
+        "{text}"
+    );
+    // A call may ask for longer, up to limits.timeout_ms.
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "sleep 0.5", "timeoutMs": 5000}}),
+    );
+    assert_eq!(r["result"]["structuredContent"]["status"], "exited", "{r}");
+}
+
+#[test]
+fn structured_content_is_capped_like_the_text() {
+    // 6 MB of numbered lines.
+    let big = "bash -c 'for i in $(seq 100000 599999); do echo \"line $i\"; done'";
+    let p = policy("[commands]\nallow = [\"bash\", \"seq\"]\n");
+    let mut s = Server::start(Some(&p));
+    let r = s.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": big}}),
+    );
+    let res = &r["result"];
+    let sc = &res["structuredContent"];
+    let stdout = sc["stdout"].as_str().unwrap();
+    assert_eq!(sc["stdoutBytes"], 6_000_000);
+    assert_eq!(sc["truncated"], true);
+    // The default: 32 KiB in all, whole lines, the elision stated.
+    assert!(stdout.len() <= 33 * 1024, "{}", stdout.len());
+    assert!(stdout.starts_with("line 100000\n") && stdout.ends_with("line 599999\n"));
+    assert!(stdout.contains(" bytes elided]\n"));
+    // The text shows what structuredContent has, no more.
+    let text = res["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(stdout),
+        "the text differs from structuredContent"
+    );
+    assert!(r.to_string().len() < 80 * 1024, "{}", r.to_string().len());
+    // The confinement block is a summary.
+    assert!(sc["confinement"]["landlock"].get("read").is_none());
+
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": big, "maxOutputBytes": 400}}),
+    );
+    let stdout = r["result"]["structuredContent"]["stdout"].as_str().unwrap();
+    let marker = stdout
+        .lines()
+        .find(|l| l.starts_with("[agent-rsh:"))
+        .unwrap();
+    assert!(stdout.len() - marker.len() - 1 <= 400, "{stdout}");
+    assert!(
+        stdout.lines().all(|l| l.len() == 11 || l == marker),
+        "{stdout}"
+    );
+    let r = s.call(
+        json!(3),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "bash -c true", "maxOutputBytes": 10}}),
+    );
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("maxOutputBytes must be at least 256"),
+        "{text}"
+    );
+}
+
+#[test]
+fn compound_commands_run_through_the_same_interpreter() {
+    let mut s = Server::start(None);
+    let r = s.call(
+        json!(1),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "echo b > f; echo a >> f; sort f | head -n 1 && cat missing 2>/dev/null || echo fallback"}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["isError"], false, "{r}");
+    assert_eq!(res["structuredContent"]["stdout"], "a\nfallback\n", "{r}");
+    let cmds = res["structuredContent"]["commands"].as_array().unwrap();
+    assert_eq!(cmds.len(), 6, "{r}");
+    // A refused stage anywhere refuses the script, at its offset.
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "ls | id"}}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["isError"], true, "{r}");
+    assert_eq!(
+        res["structuredContent"]["denial"]["rule"],
+        "command.not-allowed"
+    );
+    assert_eq!(res["structuredContent"]["denial"]["offset"], 5);
 }

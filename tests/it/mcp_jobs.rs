@@ -114,7 +114,16 @@ fn tools_list_shows_the_job_tools_with_schemas_and_annotations() {
         assert_eq!(t["inputSchema"]["required"], required, "{t}");
         assert_eq!(t["inputSchema"]["additionalProperties"], false, "{t}");
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
-        assert!(t["outputSchema"]["required"].as_array().unwrap().len() >= 3);
+        // Job tools describe their answer and their failure `{error}`.
+        let out = &t["outputSchema"];
+        let required = out["required"]
+            .as_array()
+            .or(out["anyOf"][0]["required"].as_array())
+            .unwrap();
+        assert!(required.len() >= 3, "{t}");
+        if name != "run" {
+            assert_eq!(out["anyOf"][1]["required"], json!(["error"]), "{t}");
+        }
         assert_eq!(t["annotations"]["readOnlyHint"], read_only, "{t}");
         assert_eq!(t["annotations"]["destructiveHint"], destructive, "{t}");
         assert!(!t["description"].as_str().unwrap().is_empty());
@@ -289,18 +298,14 @@ fn send_text_and_eof_reach_the_jobs_stdin() {
         "only this\n"
     );
 
-    // An empty send is a bad call (-32602), not a job error.
+    // An empty send is a bad call: an error result saying what to give.
     let v = s.request(
         "tools/call",
         json!({"name": "send", "arguments": { "id": id }}),
     );
-    assert_eq!(v["error"]["code"], -32602, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("nothing to send"),
-        "{v}"
+    bad_call(
+        &v,
+        "send: invalid arguments: nothing to send: give text, eof: true, or both",
     );
 }
 
@@ -329,12 +334,15 @@ fn kill_ends_the_whole_tree() {
     assert_eq!(sleeps_with(&m), Vec::<String>::new());
     assert_eq!(s.ok("kill", json!({ "id": id }))["status"], "killed");
 
-    // An unknown signal is a bad call.
+    // An unknown signal is a bad call; the text names the signals.
     let v = s.request(
         "tools/call",
         json!({"name": "kill", "arguments": {"id": id, "signal": "HUP"}}),
     );
-    assert_eq!(v["error"]["code"], -32602, "{v}");
+    bad_call(
+        &v,
+        "unknown variant `HUP`, expected one of `TERM`, `INT`, `KILL`",
+    );
 }
 
 #[test]
@@ -435,12 +443,12 @@ fn an_unknown_job_is_an_error_result_and_the_server_keeps_serving() {
             s.ok("status", json!({"id": id, "waitMs": 20_000}));
         }
     }
-    // A malformed call is a protocol error, and the server still serves.
+    // A malformed call is an error result, and the server still serves.
     let v = s.request(
         "tools/call",
         json!({"name": "status", "arguments": {"id": "1", "bogus": 1}}),
     );
-    assert_eq!(v["error"]["code"], -32602, "{v}");
+    bad_call(&v, "unknown field `bogus`");
     let id = s.spawn("echo still here");
     s.ok("status", json!({"id": id, "waitMs": 20_000}));
     assert_eq!(
@@ -493,7 +501,7 @@ fn job_output_reaches_the_model_without_ansi_escapes() {
         "tools/call",
         json!({"name": "output", "arguments": {"id": id, "color": true}}),
     );
-    assert_eq!(v["error"]["code"], -32602, "{v}");
+    bad_call(&v, "unknown field `color`");
     for (tool, args) in [
         ("output", json!({ "id": id })),
         ("grep", json!({"id": id, "pattern": "red"})),
@@ -503,4 +511,16 @@ fn job_output_reaches_the_model_without_ansi_escapes() {
         assert!(text(&r).contains("red alert"), "{r}");
         assert!(!r.to_string().contains("\\u001b"), "{r}");
     }
+}
+
+/// A call with arguments the tool cannot take: an `isError` result whose
+/// text says what is wrong and lists the arguments, and whose
+/// `structuredContent` is the failure shape `{error}`.
+fn bad_call(v: &Value, needle: &str) {
+    let r = &v["result"];
+    assert_eq!(r["isError"], true, "{v}");
+    let t = r["content"][0]["text"].as_str().unwrap();
+    assert!(t.contains(needle), "{t}");
+    assert!(t.contains("Arguments: "), "{t}");
+    assert_eq!(r["structuredContent"], json!({ "error": t }), "{v}");
 }

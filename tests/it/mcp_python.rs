@@ -1,31 +1,36 @@
 //! `agent-rsh mcp` driven by a real MCP client the project did not write:
-//! the official Python SDK (`mcp` on PyPI, installed by .ci/run), through
-//! both the 2025-11-25 handshake and 2026-07-28 discovery.
+//! the official Python SDK (`mcp` on PyPI: `$AGENT_RSH_TEST_PYTHON`, else a
+//! venv the test makes under target/tmp), through both the 2025-11-25
+//! handshake and 2026-07-28 discovery.
 
+use crate::common;
 use crate::common::BIN;
 use std::process::Command;
 
-/// The interpreter with the SDK: $AGENT_RSH_TEST_PYTHON, else python3.
-fn python() -> String {
-    std::env::var("AGENT_RSH_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
 #[test]
 fn official_python_sdk_lists_runs_and_is_refused() {
-    let py = python();
+    let py = match common::python_with_mcp() {
+        Ok(p) => p,
+        Err(why) => {
+            common::unavailable("official_python_sdk_lists_runs_and_is_refused", &why);
+            return;
+        }
+    };
     let probe = Command::new(&py)
         .args([
             "-c",
             "import mcp, importlib.metadata as m; print(m.version('mcp'))",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {py}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()));
     assert!(
         probe.status.success(),
-        "the MCP Python SDK is not importable with {py}: {}\n\
-         install it (`pip install mcp==2.3.0`, as .ci/run does) or point \
-         AGENT_RSH_TEST_PYTHON at an interpreter that has it",
-        String::from_utf8_lossy(&probe.stderr)
+        "the MCP Python SDK is not importable with {}: {}\n\
+         unset AGENT_RSH_TEST_PYTHON (the test then makes a venv) or point it \
+         at an interpreter that has {}",
+        py.display(),
+        String::from_utf8_lossy(&probe.stderr),
+        common::MCP_PYTHON_SDK
     );
 
     let dir = tempfile::tempdir().unwrap();

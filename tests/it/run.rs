@@ -2,7 +2,7 @@
 //! processes, files and signals.
 
 use crate::common::{
-    BIN, TestPolicy, json, marker, policy, sleeps_with, wait_for, wait_until, wait_until_gone,
+    self, BIN, TestPolicy, json, marker, policy, sleeps_with, wait_for, wait_until, wait_until_gone,
 };
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -103,8 +103,16 @@ fn child_exit_code_and_signal_are_reported() {
 
 #[test]
 fn refusals_name_rule_and_offset_and_run_nothing() {
+    // syntax = "simple" refuses what it always refused, with the same
+    // rules and offsets.
     let ws = tempfile::tempdir().unwrap();
-    let p = shell_policy();
+    let p = policy(
+        r#"
+syntax = "simple"
+[commands]
+allow = ["bash", "sleep", "setsid", "echo", "env", "cat", "grep", "head", "touch", "ls", "true"]
+"#,
+    );
     let pol = p.path.to_str().unwrap();
     let long = format!("touch {}", "a".repeat(9000));
     let cases: &[(&str, &str, Option<u64>)] = &[
@@ -143,7 +151,7 @@ fn refusals_name_rule_and_offset_and_run_nothing() {
 
     // Text mode: one line with the rule, one with the hint, on stderr.
     agent()
-        .args(["run", "ls; id"])
+        .args(["run", "--policy", pol, "ls; id"])
         .assert()
         .code(126)
         .stdout("")
@@ -473,8 +481,11 @@ fn check_reports_without_running() {
     let v = json(&out.get_output().stdout);
     assert_eq!(v["verdict"], "allow");
     assert_eq!(v["argv"], serde_json::json!(["ls", "-la"]));
+    let simple = policy("syntax = \"simple\"\n[commands]\nallow = [\"ls\", \"wc\"]\n");
     let out = agent()
-        .args(["check", "--json", "ls | wc"])
+        .args(["check", "--json", "--policy"])
+        .arg(&simple.path)
+        .arg("ls | wc")
         .assert()
         .code(126);
     let v = json(&out.get_output().stdout);
@@ -630,4 +641,297 @@ fn command_starts_with_default_sigpipe() {
     let r = json(&out.get_output().stdout);
     assert_eq!(r["stdout"], "y\n141\n");
     assert_eq!(r["stderr"], "");
+}
+
+#[test]
+fn max_output_keeps_head_and_tail_at_line_boundaries_for_both_streams() {
+    // 3000 numbered lines on stdout (30 KB), 10 on stderr.
+    let cmd = "bash -c 'for i in $(seq 1000 3999); do echo \"line $i\"; done; \
+               for i in 1 2 3 4 5 6 7 8 9 10; do echo \"err $i\" >&2; done'";
+    let p2 = policy("[commands]\nallow = [\"bash\", \"seq\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--max-output", "1000", "--policy"])
+        .arg(&p2.path)
+        .arg(cmd)
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    let stdout = r["stdout"].as_str().unwrap();
+    let stderr = r["stderr"].as_str().unwrap();
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["stdoutBytes"], 30_000);
+    // stderr is small: whole; stdout gets the rest of the budget.
+    assert_eq!(stderr.lines().count(), 10, "{stderr}");
+    assert!(stdout.starts_with("line 1000\nline 1001\n"), "{stdout}");
+    assert!(stdout.ends_with("line 3998\nline 3999\n"), "{stdout}");
+    for l in stdout.lines() {
+        assert!(
+            (l.starts_with("line ") && l.len() == 9) || l.starts_with("[agent-rsh: "),
+            "a line was cut: {l:?}"
+        );
+    }
+    let marker = stdout
+        .lines()
+        .find(|l| l.starts_with("[agent-rsh: "))
+        .unwrap();
+    assert!(marker.ends_with(" bytes elided]"), "{marker}");
+    let shown = stdout.len() - marker.len() - 1 + stderr.len();
+    assert!(shown <= 1000, "{shown}");
+
+    // The default suits a model's context: 32 KiB in all.
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p2.path)
+        .arg("bash -c 'for i in $(seq 1 20000); do echo \"line $i\"; done'")
+        .assert()
+        .success();
+    let r = json(&out.get_output().stdout);
+    assert!(r["stdout"].as_str().unwrap().len() <= 33 * 1024);
+    assert!(r["stdoutBytes"].as_u64().unwrap() > 150_000);
+    agent()
+        .args(["run", "--json", "--max-output", "10", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--max-output"));
+}
+
+#[test]
+fn the_confinement_report_is_a_summary_unless_verbose() {
+    let p = shell_policy();
+    let run = |extra: &[&str]| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .args(extra)
+            .arg("true")
+            .assert()
+            .success();
+        json(&out.get_output().stdout)["confinement"].clone()
+    };
+    let short = run(&[]);
+    let long = run(&["--verbose"]);
+    assert_eq!(short["mode"], long["mode"]);
+    assert_eq!(short["landlock"]["enforced"], long["landlock"]["enforced"]);
+    assert!(short["landlock"].get("read").is_none(), "{short}");
+    assert!(long["landlock"]["read"].is_array(), "{long}");
+    assert!(short["detail"].as_str().unwrap().contains("--verbose"));
+    assert!(short.to_string().len() * 2 < long.to_string().len());
+}
+
+#[test]
+fn events_strip_ansi_as_json_does_and_carry_binary_as_base64() {
+    let p = shell_policy();
+    let lines = |args: &[&str], cmd: &str| -> Vec<Value> {
+        let out = agent()
+            .args(["run", "--events", "--policy"])
+            .arg(&p.path)
+            .args(args)
+            .arg(cmd)
+            .assert()
+            .success();
+        String::from_utf8_lossy(&out.get_output().stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &Value| v["type"] == "output")
+            .collect()
+    };
+    let cmd = r#"bash -c 'printf "\033[1;31mred"; sleep 0.2; printf "\033[0m done\n"'"#;
+    let text: String = lines(&[], cmd)
+        .iter()
+        .map(|v| v["data"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, "red done\n");
+    let colored: String = lines(&["--color"], cmd)
+        .iter()
+        .map(|v| v["data"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(colored, "\u{1b}[1;31mred\u{1b}[0m done\n");
+    // NUL bytes are valid UTF-8 but go out as base64, not \u0000 escapes.
+    let bin = lines(&[], r#"bash -c 'printf "a\0b"'"#);
+    assert_eq!(bin.len(), 1);
+    assert_eq!(bin[0]["data_b64"], "YQBi", "{bin:?}");
+}
+
+#[test]
+fn refusals_give_hints_a_model_can_act_on() {
+    // The hints for shell syntax are those of the strict contract.
+    let p =
+        policy("syntax = \"simple\"\n[commands]\nallow = [\"ls\", \"cat\", \"tee\", \"git\"]\n");
+    let denial = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(cmd)
+            .assert()
+            .code(126);
+        json(&out.get_output().stdout)["denial"].clone()
+    };
+    // The allowed programs inline, not a command the model cannot run.
+    let d = denial("rm -rf build");
+    assert_eq!(
+        d["hint"],
+        "run one of the allowed programs; allowed: cat, git, ls, tee"
+    );
+    // cd: the working directory is an option.
+    let d = denial("cd src");
+    let h = d["hint"].as_str().unwrap();
+    assert!(h.contains("--cwd DIR") && h.contains("MCP `cwd`"), "{h}");
+    // Writing a file: standard input to a writer.
+    let d = denial("echo hi > notes.txt");
+    assert_eq!(d["rule"], "lex.redirect");
+    let h = d["hint"].as_str().unwrap();
+    assert!(h.contains("--stdin") && h.contains("tee FILE"), "{h}");
+    // A leading tilde: quoting, as for 'HEAD~1'.
+    let d = denial("git show ~1");
+    assert_eq!(d["rule"], "lex.tilde");
+    assert!(d["hint"].as_str().unwrap().contains("'HEAD~1'"), "{d}");
+}
+
+#[test]
+fn without_network_tools_are_offline_and_a_failed_lookup_says_why() {
+    let p = policy("[commands]\nallow = [\"env\", \"git\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("env")
+        .assert()
+        .success();
+    let env = json(&out.get_output().stdout)["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for var in [
+        "npm_config_offline=true",
+        "PIP_NO_INDEX=1",
+        "CARGO_NET_OFFLINE=true",
+        "GIT_ALLOW_PROTOCOL=file",
+    ] {
+        assert!(env.lines().any(|l| l == var), "{var} missing: {env}");
+    }
+    // git fails at once (no DNS lookup, no retry), and the warning says
+    // the policy is why.
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("git ls-remote https://git.example.invalid/repo.git")
+        .assert()
+        .failure();
+    let r = json(&out.get_output().stdout);
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("network is off by the policy")),
+        "{r}"
+    );
+    // With the network allowed, none of it.
+    let p = policy("network = \"allow\"\n[commands]\nallow = [\"env\"]\n");
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("env")
+        .assert()
+        .success();
+    let env = json(&out.get_output().stdout)["stdout"].clone();
+    assert!(
+        !env.as_str().unwrap().contains("npm_config_offline"),
+        "{env}"
+    );
+}
+
+#[test]
+fn bare_invocation_prints_usage_and_a_program_name_suggests_run() {
+    // Not a login shell, no system policy (this test machine has none
+    // unless a test overlays one in its own mount namespace).
+    if std::path::Path::new("/etc/agent-rsh/policy.toml").exists() {
+        eprintln!("SKIPPED bare usage: this machine has a system policy");
+    } else {
+        agent()
+            .env_remove("AGENT_RSH_POLICY")
+            .write_stdin("")
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains("Usage: agent-rsh"))
+            .stderr(predicates::str::contains("agent-rsh run -- ls -la"));
+    }
+    agent()
+        .env_remove("AGENT_RSH_POLICY")
+        .args(["ls", "-la"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "`ls` is a program the policy allows; to run it: agent-rsh run -- ls -la",
+        ));
+    agent()
+        .env_remove("AGENT_RSH_POLICY")
+        .args(["frobnicate"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("is a program").not());
+}
+
+#[test]
+fn a_repository_workspace_stays_clean_and_git_takes_its_identity_from_the_policy() {
+    if !common::ready("workspace_hygiene", false, &["git", "python3"]) {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(
+        repo.path().join("lib.py"),
+        "import os, tempfile\n\
+         tempfile.mkdtemp()\n\
+         for d in ('HOME', 'TMPDIR', 'XDG_CACHE_HOME', 'npm_config_cache', 'CARGO_HOME'):\n\
+         \x20   os.makedirs(os.environ[d], exist_ok=True)\n\
+         \x20   open(os.path.join(os.environ[d], 'junk'), 'w').write('x')\n\
+         print(os.environ['HOME'])\n",
+    )
+    .unwrap();
+    std::fs::write(repo.path().join("main.py"), "import lib\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    let p = policy(
+        "[commands]\nallow = [\"python3\", \"git\"]\n\
+         [env.set]\nGIT_AUTHOR_NAME = \"Agent\"\nGIT_AUTHOR_EMAIL = \"agent@example.org\"\n\
+         GIT_COMMITTER_NAME = \"Agent\"\nGIT_COMMITTER_EMAIL = \"agent@example.org\"\n",
+    );
+    let run = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg("--workspace")
+            .arg(repo.path())
+            .arg(cmd)
+            .assert()
+            .success();
+        json(&out.get_output().stdout)
+    };
+    let r = run("python3 main.py");
+    let home = r["stdout"].as_str().unwrap().trim().to_string();
+    let root = repo.path().canonicalize().unwrap();
+    assert!(!std::path::Path::new(&home).starts_with(&root), "{home}");
+    // Caches, temporary files, bytecode: nothing in the repository.
+    assert_eq!(git(&["status", "--porcelain", "--ignored"]), "");
+    // The same workspace gets the same state directory (warm caches).
+    assert_eq!(run("python3 main.py")["stdout"], r["stdout"]);
+    // A commit made by the run carries the policy's identity.
+    std::fs::write(repo.path().join("new.txt"), "x").unwrap();
+    run("git add new.txt");
+    run("git commit -qm from-the-run");
+    assert_eq!(
+        git(&["log", "-1", "--format=%an <%ae>"]).trim(),
+        "Agent <agent@example.org>"
+    );
+    assert_eq!(git(&["status", "--porcelain", "--ignored"]), "");
 }

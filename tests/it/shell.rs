@@ -10,12 +10,22 @@
 //! same time cannot see each other's policies. Needs root.
 
 use crate::common::accounts::{Group, User, chmod};
-use crate::common::{bin, wait_for};
+use crate::common::{self, bin, wait_for};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// What every test here uses: root, the account tools, a private mount
+/// namespace, pkill for the accounts' leftovers; `extra` adds tmux or pgrep.
+fn ready(test: &str, extra: &[&str]) -> bool {
+    let mut programs = vec![
+        "useradd", "userdel", "groupadd", "groupdel", "unshare", "setpriv", "mount", "pkill",
+    ];
+    programs.extend_from_slice(extra);
+    common::ready(test, true, &programs)
+}
 
 /// An overlay upper layer for /etc holding `agent-rsh/policy.toml`, and a
 /// directory the test accounts may write (audit log, other policies).
@@ -117,6 +127,9 @@ path = "@AUDIT@"
 
 #[test]
 fn dash_c_runs_allowed_commands_and_refuses_lists() {
+    if !ready("dash_c_runs_allowed_commands_and_refuses_lists", &[]) {
+        return;
+    }
     let sys = System::new(BASE);
     let u = User::with_home(&[]);
     std::fs::write(u.home.join("marker-file"), "x").unwrap();
@@ -136,7 +149,7 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
     assert!(out.stdout.is_empty());
     let err = text(&out.stderr);
     assert!(
-        err.contains("denied (lex.list)") && err.contains("hint:"),
+        err.contains("denied (command.not-allowed)") && err.contains("hint:"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -189,13 +202,19 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
     assert_eq!(cmds[0]["user"], u.name.as_str());
     assert_eq!(cmds[0]["face"], "login-command");
     assert_eq!(cmds[1]["verdict"], "deny");
-    assert_eq!(cmds[1]["rule"], "lex.list");
+    assert_eq!(cmds[1]["rule"], "command.not-allowed");
     assert_eq!(cmds[1]["exitCode"], 126);
     assert_eq!(cmds[5]["exitCode"], 2);
 }
 
 #[test]
 fn login_fails_closed_without_a_system_policy_or_audit_log() {
+    if !ready(
+        "login_fails_closed_without_a_system_policy_or_audit_log",
+        &[],
+    ) {
+        return;
+    }
     let sys = System::new("");
     let u = User::with_home(&[]);
     let out = sys
@@ -279,6 +298,12 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
 
 #[test]
 fn policy_env_is_honoured_only_when_the_system_policy_allows_it() {
+    if !ready(
+        "policy_env_is_honoured_only_when_the_system_policy_allows_it",
+        &[],
+    ) {
+        return;
+    }
     let sys = System::new(&BASE.replace("\"ls\", ", ""));
     let u = User::with_home(&[]);
     let own = sys.shared("own.toml");
@@ -308,6 +333,12 @@ fn policy_env_is_honoured_only_when_the_system_policy_allows_it() {
 
 #[test]
 fn user_and_group_sections_change_what_one_account_may_run() {
+    if !ready(
+        "user_and_group_sections_change_what_one_account_may_run",
+        &[],
+    ) {
+        return;
+    }
     let g = Group::new();
     let policy = format!(
         "{BASE}\n[groups.{g}]\ncommands.allow = {{ add = [\"sleep\", \"wc\"] }}\n\n[users.@A@]\ncommands.allow = {{ remove = [\"cat\"] }}\n",
@@ -337,6 +368,12 @@ fn user_and_group_sections_change_what_one_account_may_run() {
 
 #[test]
 fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
+    if !ready(
+        "warning_limit_ends_a_session_and_the_audit_log_has_every_line",
+        &[],
+    ) {
+        return;
+    }
     let sys = System::new(&format!("{BASE}[shell]\nwarning_limit = 3\n"));
     let u = User::with_home(&[]);
     std::fs::create_dir(u.home.join("sub")).unwrap();
@@ -408,6 +445,9 @@ fn warning_limit_ends_a_session_and_the_audit_log_has_every_line() {
 
 #[test]
 fn a_removed_current_directory_returns_the_session_home() {
+    if !ready("a_removed_current_directory_returns_the_session_home", &[]) {
+        return;
+    }
     let sys = System::new(&BASE.replace("\"sleep\"", "\"sleep\", \"rmdir\""));
     let u = User::with_home(&[]);
     std::fs::create_dir(u.home.join("sub")).unwrap();
@@ -424,6 +464,12 @@ fn a_removed_current_directory_returns_the_session_home() {
 
 #[test]
 fn concurrent_sessions_leave_only_whole_lines_in_the_audit_log() {
+    if !ready(
+        "concurrent_sessions_leave_only_whole_lines_in_the_audit_log",
+        &["tmux", "pgrep"],
+    ) {
+        return;
+    }
     let sys = System::new(BASE);
     let u = User::with_home(&[]);
     let long = "y".repeat(3000);
@@ -557,6 +603,9 @@ fn start_shell(sys: &System, u: &User, status: &Path) -> Tmux {
 
 #[test]
 fn a_planted_history_symlink_is_not_followed() {
+    if !ready("a_planted_history_symlink_is_not_followed", &[]) {
+        return;
+    }
     let sys = System::new(BASE);
     let u = User::with_home(&[]);
     // A file the account may write but its commands may not: agent-rsh
@@ -594,6 +643,9 @@ fn a_planted_history_symlink_is_not_followed() {
 
 #[test]
 fn interactive_login_shell_in_a_terminal() {
+    if !ready("interactive_login_shell_in_a_terminal", &["tmux"]) {
+        return;
+    }
     let sys = System::new(BASE);
     let u = User::with_home(&[]);
     let status = sys.shared("status");
@@ -657,6 +709,9 @@ fn interactive_login_shell_in_a_terminal() {
 
 #[test]
 fn hangup_ends_the_session_and_the_running_command() {
+    if !ready("hangup_ends_the_session_and_the_running_command", &["tmux"]) {
+        return;
+    }
     let sys = System::new(BASE);
     let u = User::with_home(&[]);
     let tmux = start_shell(&sys, &u, &sys.shared("status"));
@@ -680,6 +735,12 @@ fn hangup_ends_the_session_and_the_running_command() {
 
 #[test]
 fn agent_runs_are_audited_only_when_asked_and_without_env_values() {
+    if !ready(
+        "agent_runs_are_audited_only_when_asked_and_without_env_values",
+        &[],
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let policy = dir.path().join("p.toml");
@@ -736,4 +797,37 @@ fn a_home_that_is_a_system_directory_refuses_the_login() {
     );
     assert!(err.contains("usermod -d"), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn compound_lines_run_in_the_interpreter_from_dash_c_and_the_shell() {
+    let sys = System::new(BASE);
+    let u = User::with_home(&[]);
+    std::fs::create_dir(u.home.join("sub")).unwrap();
+    std::fs::write(u.home.join("sub/f"), "x\n").unwrap();
+    chmod(&u.home.join("sub"), 0o777);
+    let out = sys
+        .login(
+            &u,
+            "agent-rsh",
+            &["-c", "cd sub && ls | cat; echo done > out.txt"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "f\n", "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(u.home.join("sub/out.txt")).unwrap(),
+        "done\n"
+    );
+    // In the interactive shell a compound line's cd lasts for that line;
+    // `cd DIR` alone is the session's.
+    let script = "cd sub && ls\nls\ncd sub\nls\n";
+    let out = run_with_stdin(sys.login(&u, "-agent-rsh", &[]), script.as_bytes());
+    assert_eq!(
+        text(&out.stdout),
+        "f\nout.txt\nsub\nf\nout.txt\n",
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -1,0 +1,1486 @@
+//! The interpreter: runs a checked script inside the confined process.
+//!
+//! agent-rsh's command child execs agent-rsh's own binary as
+//! `agent-rsh __script FD` under the run's Landlock rule set, seccomp
+//! filter and rlimits; FD is a memfd holding the `Job` (the script, the
+//! policy, the workspace, what the static check resolved). So every
+//! redirection is opened, every glob listed and every stage exec'd by a
+//! confined process. Each stage is forked and exec'd directly (no shell);
+//! a command whose words come from expansions is checked after expansion,
+//! right before exec, and a refusal stops the script with exit 126.
+//!
+//! Reports go back to agent-rsh by appending JSON lines to the same memfd:
+//! `{"s":pid,"a":argv,"o":offset}` when a program starts,
+//! `{"e":pid,"x":wait_status,"d":ms}` when it ends, `{"b":argv,"o":offset,
+//! "c":status}` for a builtin, `{"denial":...}` for a refusal, `{"w":...}`
+//! for a warning.
+//!
+//! The interpreter is single-threaded, so forking and continuing in Rust
+//! (subshells, pipeline stages, command substitutions) is safe.
+
+use super::ast::*;
+use super::expand::{self, ExpandError, Shell, Tilde};
+use super::glob;
+use super::options::{self, Options};
+use super::verify::{self, Resolved};
+use crate::check::{self, Denial, DenialKind, judge};
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What agent-rsh hands the interpreter.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Job {
+    /// The script text; parsed again here (parsing is deterministic).
+    pub script: String,
+    pub max_bytes: usize,
+    pub policy: Policy,
+    /// The workspace's absolute, canonical path.
+    pub workspace: PathBuf,
+    /// What the static check resolved, by simple-command id.
+    pub resolved: Vec<Option<Resolved>>,
+}
+
+/// The memfd layout: `MAGIC`, the job's length (u32 LE), the job (JSON),
+/// then the interpreter's report lines.
+pub const MAGIC: &[u8; 4] = b"ARS1";
+
+/// Status of bash's fatal expansion errors at the top level of `bash -c`
+/// (in a subshell they end the subshell with 1).
+const FATAL_TOP: i32 = 127;
+
+/// At most this many report lines per process (a loop must not fill
+/// memory with reports).
+const MAX_REPORTS: usize = 20_000;
+
+enum Unwind {
+    Exit(i32),
+    Break(u32),
+    Continue(u32),
+    /// Refused; the denial is recorded.
+    Denied,
+    /// A fatal expansion error; the message is printed.
+    Fatal,
+}
+
+type R<T> = Result<T, Unwind>;
+
+#[derive(Debug, Clone)]
+struct Var {
+    value: Option<String>,
+    exported: bool,
+}
+
+struct Interp<'s> {
+    script: &'s Script,
+    policy: Policy,
+    workspace: PathBuf,
+    resolved: Vec<Option<Resolved>>,
+    vars: HashMap<String, Var>,
+    cwd: PathBuf,
+    opts: Options,
+    status: i32,
+    /// Status of the last command substitution of the current command.
+    subst_status: Option<i32>,
+    errexit_ignored: u32,
+    loop_depth: u32,
+    /// A forked copy of the shell (subshell, pipeline stage, substitution).
+    child: bool,
+    top_pid: u32,
+    report_fd: RawFd,
+    reports: usize,
+    /// Shared between all the interpreter's processes: set when a refusal
+    /// stops the script.
+    denied_flag: *mut u8,
+    fs: glob::Fs,
+    cache: HashMap<String, Result<PathBuf, Denial>>,
+    /// A `|&` stage: stderr joins stdout after the command's own
+    /// redirections (bash applies the implicit 2>&1 last).
+    stderr_to_pipe: bool,
+    /// When the process that runs the current command was forked (the
+    /// order of the `commands` report).
+    forked_at: u64,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime into a stack value.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn write_fd(fd: RawFd, mut data: &[u8]) {
+    while !data.is_empty() {
+        // SAFETY: write from a live slice.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        data = &data[n as usize..];
+    }
+}
+
+fn say(msg: &str) {
+    write_fd(2, format!("agent-rsh: {msg}\n").as_bytes());
+}
+
+fn errno_text(e: i32) -> String {
+    let s = std::io::Error::from_raw_os_error(e).to_string();
+    // "No such file or directory (os error 2)" → bash's wording.
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+fn wait_pid(pid: i32) -> i32 {
+    let mut st = 0;
+    loop {
+        // SAFETY: waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut st, 0) };
+        if r == pid {
+            return st;
+        }
+        if r < 0 && last_errno() != libc::EINTR {
+            return 0;
+        }
+    }
+}
+
+fn status_of(st: i32) -> i32 {
+    if libc::WIFEXITED(st) {
+        libc::WEXITSTATUS(st)
+    } else if libc::WIFSIGNALED(st) {
+        128 + libc::WTERMSIG(st)
+    } else {
+        1
+    }
+}
+
+fn pipe() -> Result<(RawFd, RawFd), i32> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(last_errno());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+fn close(fd: RawFd) {
+    // SAFETY: closing an fd we own.
+    unsafe { libc::close(fd) };
+}
+
+fn dup2(from: RawFd, to: RawFd) -> bool {
+    // SAFETY: dup2 has no memory effects.
+    from == to || unsafe { libc::dup2(from, to) } >= 0
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+/// Entry point of `agent-rsh __script FD`; returns the exit status.
+pub fn main(args: &[std::ffi::OsString]) -> i32 {
+    let Some(fd) = args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .and_then(|a| a.parse::<RawFd>().ok())
+    else {
+        say("__script is internal to agent-rsh and needs the job's fd");
+        return 125;
+    };
+    // SAFETY: signal(2) in a single-threaded process: the stages must
+    // start with SIGPIPE at its default (Rust ignores it).
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // Move the job's fd out of the way of redirections (fds 0-9) and keep
+    // it from the programs the script runs.
+    // SAFETY: fcntl/close on the fd handed to us.
+    let report_fd = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100) };
+    if report_fd < 0 {
+        say("cannot take over the job's fd");
+        return 125;
+    }
+    close(fd);
+    let job = match read_job(report_fd) {
+        Ok(j) => j,
+        Err(e) => {
+            say(&format!("cannot read the script job: {e}"));
+            return 125;
+        }
+    };
+    // SAFETY: as above; O_APPEND so that every process's lines append.
+    unsafe {
+        let fl = libc::fcntl(report_fd, libc::F_GETFL);
+        libc::fcntl(report_fd, libc::F_SETFL, fl | libc::O_APPEND);
+    }
+    let script = match super::parse(&job.script, job.max_bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            say(&format!("the script no longer parses: {e}"));
+            return 125;
+        }
+    };
+    // SAFETY: an anonymous shared page for the refusal flag.
+    let flag = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if flag == libc::MAP_FAILED {
+        say("cannot map the shared flag page");
+        return 125;
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| job.workspace.clone());
+    let mut vars: HashMap<String, Var> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .map(|(k, v)| {
+            (
+                k,
+                Var {
+                    value: Some(v),
+                    exported: true,
+                },
+            )
+        })
+        .collect();
+    vars.insert(
+        "PWD".into(),
+        Var {
+            value: Some(cwd.display().to_string()),
+            exported: true,
+        },
+    );
+    vars.remove("OLDPWD");
+    let mut it = Interp {
+        script: &script,
+        fs: glob::Fs {
+            cwd: cwd.display().to_string(),
+        },
+        policy: job.policy,
+        workspace: job.workspace,
+        resolved: job.resolved,
+        vars,
+        cwd,
+        opts: Options::default(),
+        status: 0,
+        subst_status: None,
+        errexit_ignored: 0,
+        loop_depth: 0,
+        child: false,
+        top_pid: std::process::id(),
+        report_fd,
+        reports: 0,
+        denied_flag: flag.cast(),
+        cache: HashMap::new(),
+        stderr_to_pipe: false,
+        forked_at: 0,
+    };
+    let r = it.exec_list(&script.body);
+    it.finish(r)
+}
+
+fn read_job(fd: RawFd) -> Result<Job, String> {
+    let mut head = [0u8; 8];
+    // SAFETY: pread into a stack buffer.
+    if unsafe { libc::pread(fd, head.as_mut_ptr().cast(), 8, 0) } != 8 || &head[..4] != MAGIC {
+        return Err("not a job".into());
+    }
+    let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        // SAFETY: pread into our buffer.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                buf[got..].as_mut_ptr().cast(),
+                len - got,
+                (8 + got) as libc::off_t,
+            )
+        };
+        if n <= 0 {
+            return Err("short job".into());
+        }
+        got += n as usize;
+    }
+    serde_json::from_slice(&buf).map_err(|e| e.to_string())
+}
+
+impl Interp<'_> {
+    // ---- reports ----
+
+    fn report(&mut self, v: serde_json::Value) {
+        if self.reports >= MAX_REPORTS {
+            return;
+        }
+        self.reports += 1;
+        let mut line = v.to_string();
+        line.push('\n');
+        // One write per line: O_APPEND keeps lines from several
+        // processes whole.
+        // SAFETY: write from a live buffer.
+        unsafe { libc::write(self.report_fd, line.as_ptr().cast(), line.len()) };
+    }
+
+    fn denied(&self) -> bool {
+        // SAFETY: the flag page is mapped for the whole process life.
+        unsafe { std::ptr::read_volatile(self.denied_flag) != 0 }
+    }
+
+    /// Records a refusal and stops the script.
+    fn deny(&mut self, d: Denial) -> Unwind {
+        // Only the first refusal is reported.
+        if !self.denied() {
+            // SAFETY: as above.
+            unsafe { std::ptr::write_volatile(self.denied_flag, 1) };
+            self.report(serde_json::json!({ "denial": d }));
+        }
+        Unwind::Denied
+    }
+
+    /// After waiting for a child: stop if it was refused.
+    fn check_denied(&self) -> R<()> {
+        if self.denied() {
+            Err(Unwind::Denied)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn finish(&mut self, r: R<i32>) -> i32 {
+        match r {
+            Ok(s) => s,
+            Err(Unwind::Exit(c)) => c,
+            Err(Unwind::Break(_) | Unwind::Continue(_)) => self.status,
+            Err(Unwind::Denied) => 126,
+            Err(Unwind::Fatal) => {
+                if self.child {
+                    1
+                } else {
+                    FATAL_TOP
+                }
+            }
+        }
+    }
+
+    /// Ends a forked copy of the shell.
+    fn child_exit(&mut self, r: R<i32>) -> ! {
+        let code = self.finish(r);
+        // SAFETY: _exit without running the parent's destructors.
+        unsafe { libc::_exit(code & 0xff) }
+    }
+
+    fn fork(&mut self) -> R<i32> {
+        self.forked_at = now_ns();
+        // SAFETY: the interpreter is single-threaded.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            say(&format!("fork: {}", errno_text(last_errno())));
+            return Err(Unwind::Fatal);
+        }
+        if pid == 0 {
+            self.child = true;
+            self.reports = self.reports.min(MAX_REPORTS);
+        }
+        Ok(pid)
+    }
+
+    // ---- lists ----
+
+    fn exec_list(&mut self, l: &List) -> R<i32> {
+        for ao in l {
+            self.status = self.exec_and_or(ao)?;
+        }
+        Ok(self.status)
+    }
+
+    fn exec_and_or(&mut self, ao: &AndOr) -> R<i32> {
+        let n = ao.rest.len();
+        let mut st = self.exec_pipeline_checked(&ao.first, n > 0)?;
+        for (i, (c, p)) in ao.rest.iter().enumerate() {
+            let run = match c {
+                Connector::And => st == 0,
+                Connector::Or => st != 0,
+            };
+            if run {
+                st = self.exec_pipeline_checked(p, i + 1 < n)?;
+            }
+        }
+        Ok(st)
+    }
+
+    fn exec_pipeline_checked(&mut self, p: &Pipeline, not_last: bool) -> R<i32> {
+        let ignore = not_last || p.negated;
+        if ignore {
+            self.errexit_ignored += 1;
+        }
+        let r = self.exec_pipeline(p);
+        if ignore {
+            self.errexit_ignored -= 1;
+        }
+        let st = r?;
+        self.status = st;
+        let triggers = p.stages.len() > 1
+            || matches!(
+                p.stages[0].command,
+                Command::Simple(_) | Command::Subshell { .. }
+            );
+        if st != 0 && self.opts.errexit && self.errexit_ignored == 0 && !ignore && triggers {
+            return Err(Unwind::Exit(st));
+        }
+        Ok(st)
+    }
+
+    fn exec_pipeline(&mut self, p: &Pipeline) -> R<i32> {
+        let st = if p.stages.len() == 1 {
+            self.exec_command(&p.stages[0].command, false)?
+        } else {
+            self.exec_stages(&p.stages)?
+        };
+        Ok(if p.negated { i32::from(st == 0) } else { st })
+    }
+
+    fn exec_stages(&mut self, stages: &[Stage]) -> R<i32> {
+        let n = stages.len();
+        let mut prev_read: Option<RawFd> = None;
+        let mut pids = Vec::with_capacity(n);
+        for (i, st) in stages.iter().enumerate() {
+            let out = if i + 1 < n {
+                match pipe() {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        say(&format!("pipe: {}", errno_text(e)));
+                        if let Some(r) = prev_read {
+                            close(r);
+                        }
+                        return Err(Unwind::Fatal);
+                    }
+                }
+            } else {
+                None
+            };
+            let started = Instant::now();
+            let pid = self.fork()?;
+            if pid == 0 {
+                if let Some(r) = prev_read {
+                    dup2(r, 0);
+                    close(r);
+                }
+                if let Some((r, w)) = out {
+                    close(r);
+                    dup2(w, 1);
+                    close(w);
+                    self.stderr_to_pipe = st.stderr_too;
+                }
+                let r = self.exec_command(&st.command, true);
+                self.child_exit(r);
+            }
+            pids.push((pid, started));
+            if let Some(r) = prev_read.take() {
+                close(r);
+            }
+            if let Some((r, w)) = out {
+                close(w);
+                prev_read = Some(r);
+            }
+        }
+        if let Some(r) = prev_read {
+            close(r);
+        }
+        let mut statuses = Vec::with_capacity(n);
+        for (pid, started) in pids {
+            let raw = wait_pid(pid);
+            self.report_end(pid, raw, started);
+            statuses.push(status_of(raw));
+        }
+        self.check_denied()?;
+        let last = statuses.last().copied().unwrap_or(0);
+        if self.opts.pipefail {
+            return Ok(statuses
+                .iter()
+                .rev()
+                .find(|s| **s != 0)
+                .copied()
+                .unwrap_or(0));
+        }
+        Ok(last)
+    }
+
+    fn report_end(&mut self, pid: i32, raw: i32, started: Instant) {
+        self.report(serde_json::json!({
+            "e": pid,
+            "x": raw,
+            "d": started.elapsed().as_millis() as u64,
+        }));
+    }
+
+    // ---- compound commands ----
+
+    fn exec_command(&mut self, c: &Command, tail: bool) -> R<i32> {
+        match c {
+            Command::Simple(s) => self.exec_simple(s, tail),
+            Command::Subshell {
+                body, redirects, ..
+            } => {
+                if self.child && tail {
+                    return self.with_redirects(redirects, |me| me.exec_list(body));
+                }
+                let started = Instant::now();
+                let pid = self.fork()?;
+                if pid == 0 {
+                    let r = self.with_redirects(redirects, |me| me.exec_list(body));
+                    self.child_exit(r);
+                }
+                let raw = wait_pid(pid);
+                let _ = started;
+                self.check_denied()?;
+                Ok(status_of(raw))
+            }
+            Command::Group {
+                body, redirects, ..
+            } => self.with_redirects(redirects, |me| me.exec_list(body)),
+            Command::If {
+                branches,
+                otherwise,
+                redirects,
+                ..
+            } => self.with_redirects(redirects, |me| {
+                for (cond, body) in branches {
+                    me.errexit_ignored += 1;
+                    let r = me.exec_list(cond);
+                    me.errexit_ignored -= 1;
+                    if r? == 0 {
+                        return me.exec_list(body);
+                    }
+                }
+                match otherwise {
+                    Some(o) => me.exec_list(o),
+                    None => {
+                        me.status = 0;
+                        Ok(0)
+                    }
+                }
+            }),
+            Command::While {
+                until,
+                condition,
+                body,
+                redirects,
+                ..
+            } => self.with_redirects(redirects, |me| {
+                let mut last = 0;
+                me.loop_depth += 1;
+                let r = (|| loop {
+                    me.errexit_ignored += 1;
+                    let c = me.exec_list(condition);
+                    me.errexit_ignored -= 1;
+                    let c = match c {
+                        Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
+                        Err(Unwind::Break(_)) => break Ok(last),
+                        Err(Unwind::Continue(n)) if n > 1 => return Err(Unwind::Continue(n - 1)),
+                        Err(Unwind::Continue(_)) => continue,
+                        other => other?,
+                    };
+                    if (c == 0) == *until {
+                        break Ok(last);
+                    }
+                    match me.exec_list(body) {
+                        Ok(s) => last = s,
+                        Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
+                        Err(Unwind::Break(_)) => break Ok(me.status),
+                        Err(Unwind::Continue(n)) if n > 1 => return Err(Unwind::Continue(n - 1)),
+                        Err(Unwind::Continue(_)) => last = me.status,
+                        Err(e) => return Err(e),
+                    }
+                })();
+                me.loop_depth -= 1;
+                let st = r?;
+                me.status = st;
+                Ok(st)
+            }),
+            Command::For {
+                name,
+                words,
+                body,
+                redirects,
+                ..
+            } => self.with_redirects(redirects, |me| {
+                let mut items = Vec::new();
+                for w in words.iter().flatten() {
+                    items.extend(me.fields(w)?);
+                }
+                let mut last = 0;
+                me.loop_depth += 1;
+                let r = (|| {
+                    for item in items {
+                        me.set_var(name, item);
+                        match me.exec_list(body) {
+                            Ok(s) => last = s,
+                            Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
+                            Err(Unwind::Break(_)) => return Ok(me.status),
+                            Err(Unwind::Continue(n)) if n > 1 => {
+                                return Err(Unwind::Continue(n - 1));
+                            }
+                            Err(Unwind::Continue(_)) => last = me.status,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(last)
+                })();
+                me.loop_depth -= 1;
+                let st = r?;
+                me.status = st;
+                Ok(st)
+            }),
+            Command::Case {
+                word,
+                arms,
+                redirects,
+                ..
+            } => self.with_redirects(redirects, |me| {
+                let subject = me.string(word, Tilde::Word)?;
+                let mut falling = false;
+                for arm in arms {
+                    let mut hit = falling;
+                    if !hit {
+                        for p in &arm.patterns {
+                            let pat = me.expand_result(|sh| expand::pattern(p, sh))?;
+                            if pat.matches(&subject) {
+                                hit = true;
+                                break;
+                            }
+                        }
+                    }
+                    if hit {
+                        // `$?` in the arm is still the status before `case`.
+                        let st = if arm.body.is_empty() {
+                            me.status = 0;
+                            0
+                        } else {
+                            me.exec_list(&arm.body)?
+                        };
+                        if arm.fall_through {
+                            falling = true;
+                            continue;
+                        }
+                        return Ok(st);
+                    }
+                }
+                if falling {
+                    return Ok(me.status);
+                }
+                me.status = 0;
+                Ok(0)
+            }),
+        }
+    }
+
+    // ---- redirections ----
+
+    /// Runs `f` with the redirections applied, then restores the fds.
+    fn with_redirects(&mut self, rs: &[Redirect], f: impl FnOnce(&mut Self) -> R<i32>) -> R<i32> {
+        if std::mem::take(&mut self.stderr_to_pipe) {
+            // Only in a `|&` stage's own process: nothing to restore.
+            let r = match self.apply_redirects(rs, None) {
+                Ok(true) => {
+                    dup2(1, 2);
+                    f(self)
+                }
+                Ok(false) => Ok(1),
+                Err(e) => Err(e),
+            };
+            return r;
+        }
+        if rs.is_empty() {
+            return f(self);
+        }
+        let mut saved: Vec<(RawFd, RawFd)> = Vec::new();
+        let r = match self.apply_redirects(rs, Some(&mut saved)) {
+            Ok(true) => f(self),
+            Ok(false) => {
+                self.status = 1;
+                Ok(1)
+            }
+            Err(e) => Err(e),
+        };
+        for (fd, copy) in saved.into_iter().rev() {
+            if copy >= 0 {
+                dup2(copy, fd);
+                close(copy);
+            } else {
+                close(fd);
+            }
+        }
+        r
+    }
+
+    /// Applies redirections in order. `saved` (current-process commands)
+    /// collects the fds to restore. Ok(false) after a failure bash
+    /// reports and goes on from (status 1).
+    fn apply_redirects(
+        &mut self,
+        rs: &[Redirect],
+        mut saved: Option<&mut Vec<(RawFd, RawFd)>>,
+    ) -> R<bool> {
+        for r in rs {
+            let fd = r.fd() as RawFd;
+            let mut save = |fd: RawFd| {
+                if let Some(s) = saved.as_deref_mut()
+                    && !s.iter().any(|(f, _)| *f == fd)
+                {
+                    // SAFETY: fcntl on fds of this process.
+                    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+                    s.push((fd, copy));
+                }
+            };
+            match r.op {
+                RedirOp::DupOut | RedirOp::DupIn => {
+                    let RedirTarget::Word(w) = &r.target else {
+                        continue;
+                    };
+                    let t = w.literal().unwrap_or_default();
+                    save(fd);
+                    if t == "-" {
+                        close(fd);
+                        continue;
+                    }
+                    let src: RawFd = t.parse().unwrap_or(-1);
+                    // SAFETY: probing an fd.
+                    if src < 0 || unsafe { libc::fcntl(src, libc::F_GETFD) } < 0 {
+                        say(&format!("{t}: Bad file descriptor"));
+                        return Ok(false);
+                    }
+                    dup2(src, fd);
+                }
+                RedirOp::Heredoc | RedirOp::HereString => {
+                    let text = match &r.target {
+                        RedirTarget::Heredoc(i) => {
+                            let Some(h) = self.script.heredocs.get(*i) else {
+                                continue;
+                            };
+                            let body = h.body.clone();
+                            self.string(&body, Tilde::None)?
+                        }
+                        RedirTarget::Word(w) => {
+                            let mut s = self.string(w, Tilde::Word)?;
+                            s.push('\n');
+                            s
+                        }
+                    };
+                    save(fd);
+                    let rd = match self.feed(text.into_bytes()) {
+                        Ok(fd) => fd,
+                        Err(e) => {
+                            say(&format!("here-document: {}", errno_text(e)));
+                            return Ok(false);
+                        }
+                    };
+                    install(rd, fd);
+                    if rd != fd {
+                        close(rd);
+                    }
+                }
+                _ => {
+                    let RedirTarget::Word(w) = &r.target else {
+                        continue;
+                    };
+                    let names = self.fields(w)?;
+                    let [name] = names.as_slice() else {
+                        say(&format!(
+                            "{}: ambiguous redirect",
+                            w.literal().unwrap_or_else(|| "$...".into())
+                        ));
+                        return Ok(false);
+                    };
+                    if r.op.writes() {
+                        self.check_write_target(name, r.offset)?;
+                    }
+                    let targets: &[RawFd] = if matches!(r.op, RedirOp::OutErr | RedirOp::AppendErr)
+                    {
+                        &[1, 2]
+                    } else {
+                        &[fd]
+                    };
+                    for &t in targets {
+                        save(t);
+                    }
+                    let opened = match self.open_target(name, r.op) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            say(&format!("{name}: {}", errno_text(e)));
+                            return Ok(false);
+                        }
+                    };
+                    for &t in targets {
+                        install(opened, t);
+                    }
+                    if !targets.contains(&opened) {
+                        close(opened);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A pipe's read end holding `data` (a writer child when it does not
+    /// fit in the pipe).
+    fn feed(&mut self, data: Vec<u8>) -> Result<RawFd, i32> {
+        let (r, w) = pipe()?;
+        if data.len() > 65536 {
+            // SAFETY: grow the pipe; failure leaves it as it is.
+            unsafe {
+                libc::fcntl(
+                    w,
+                    libc::F_SETPIPE_SZ,
+                    data.len().min(1 << 20) as libc::c_int,
+                )
+            };
+        }
+        // SAFETY: F_GETPIPE_SZ has no memory effects.
+        let cap = unsafe { libc::fcntl(w, libc::F_GETPIPE_SZ) };
+        if cap >= 0 && data.len() <= cap as usize {
+            write_fd(w, &data);
+            close(w);
+            return Ok(r);
+        }
+        // SAFETY: single-threaded fork; the child only writes and exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = last_errno();
+            close(r);
+            close(w);
+            return Err(e);
+        }
+        if pid == 0 {
+            close(r);
+            write_fd(w, &data);
+            // SAFETY: _exit in the child.
+            unsafe { libc::_exit(0) };
+        }
+        close(w);
+        Ok(r)
+    }
+
+    fn open_target(&self, name: &str, op: RedirOp) -> Result<RawFd, i32> {
+        // bash's own names for the standard streams.
+        let special = match name {
+            "/dev/stdin" => Some(0),
+            "/dev/stdout" => Some(1),
+            "/dev/stderr" => Some(2),
+            _ => name
+                .strip_prefix("/dev/fd/")
+                .and_then(|n| n.parse::<RawFd>().ok()),
+        };
+        if let Some(src) = special {
+            // SAFETY: dup of an fd of this process.
+            let fd = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 10) };
+            return if fd < 0 { Err(last_errno()) } else { Ok(fd) };
+        }
+        let flags = match op {
+            RedirOp::In => libc::O_RDONLY,
+            RedirOp::Out | RedirOp::Clobber | RedirOp::OutErr => {
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC
+            }
+            RedirOp::Append | RedirOp::AppendErr => libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+            RedirOp::ReadWrite => libc::O_RDWR | libc::O_CREAT,
+            _ => libc::O_RDONLY,
+        };
+        let path = cstr(name);
+        // SAFETY: open with a NUL-terminated path.
+        let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC, 0o666) };
+        if fd < 0 { Err(last_errno()) } else { Ok(fd) }
+    }
+
+    /// The run-time half of `redirect.outside`.
+    fn check_write_target(&mut self, name: &str, offset: usize) -> R<()> {
+        let abs = if name.starts_with('/') {
+            PathBuf::from(name)
+        } else {
+            self.cwd.join(name)
+        };
+        let ok = verify::normalize(&abs)
+            .is_some_and(|p| verify::writable(&self.policy, Some(&self.workspace), &p));
+        if ok {
+            return Ok(());
+        }
+        let mut d = Denial::new(
+            "redirect.outside",
+            format!(
+                "the redirection writes to `{name}`, outside the workspace and the policy's write scopes"
+            ),
+            "write inside the workspace (a relative path), or to /dev/null",
+        );
+        d.offset = Some(offset);
+        Err(self.deny(d))
+    }
+
+    // ---- simple commands ----
+
+    fn fields(&mut self, w: &Word) -> R<Vec<String>> {
+        self.expand_result(|sh| expand::fields(w, sh))
+    }
+
+    fn string(&mut self, w: &Word, t: Tilde) -> R<String> {
+        self.expand_result(|sh| expand::string(w, t, sh))
+    }
+
+    fn expand_result<T>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Shell) -> Result<T, ExpandError>,
+    ) -> R<T> {
+        match f(self) {
+            Ok(v) => Ok(v),
+            Err(ExpandError::Fatal(msg)) => {
+                say(&msg);
+                Err(Unwind::Fatal)
+            }
+            Err(ExpandError::Denied(d)) => Err(self.deny(d)),
+            Err(ExpandError::Stopped) => Err(Unwind::Denied),
+        }
+    }
+
+    fn exec_simple(&mut self, c: &SimpleCommand, tail: bool) -> R<i32> {
+        self.subst_status = None;
+        // Words: `export NAME=$x` takes its assignments whole, as bash
+        // does for declaration builtins.
+        let declaration = c.words.first().is_some_and(|w| w.is_bare("export"));
+        let mut argv = Vec::new();
+        let mut offsets = Vec::new();
+        for (i, w) in c.words.iter().enumerate() {
+            if declaration && i > 0 && is_assignment_word(w) {
+                argv.push(self.string(w, Tilde::Assignment)?);
+                offsets.push(w.offset);
+                continue;
+            }
+            let fs = self.fields(w)?;
+            offsets.extend(std::iter::repeat_n(w.offset, fs.len()));
+            argv.extend(fs);
+        }
+        let mut assigns = Vec::with_capacity(c.assignments.len());
+        for a in &c.assignments {
+            let mut v = self.string(&a.value, Tilde::Assignment)?;
+            if a.append {
+                v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
+            }
+            assigns.push((a.name.clone(), v));
+        }
+        if argv.is_empty() {
+            for (k, v) in assigns {
+                self.set_var(&k, v);
+            }
+            let st = self.subst_status.unwrap_or(0);
+            if !c.redirects.is_empty() {
+                // `> file` alone creates the file, in a subshell's scope.
+                let r = self.with_redirects(&c.redirects, |_| Ok(0))?;
+                if r != 0 {
+                    return Ok(r);
+                }
+            }
+            return Ok(st);
+        }
+        // `exec` alone makes its redirections the shell's own; `exec CMD`
+        // runs CMD and ends the shell with its status.
+        let mut exec = false;
+        if argv[0] == "exec" {
+            if argv.len() == 1 {
+                let st = match self.apply_redirects(&c.redirects, None)? {
+                    true => 0,
+                    false => 1,
+                };
+                self.report(
+                    serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": now_ns() }),
+                );
+                return Ok(st);
+            }
+            argv.remove(0);
+            offsets.remove(0);
+            exec = true;
+            if verify::BUILTINS.contains(&argv[0].as_str())
+                || verify::refused_builtin(&argv[0]).is_some()
+            {
+                let mut d = Denial::new(
+                    "syntax.exec",
+                    format!(
+                        "`exec {}`: exec runs programs, `{}` is a shell builtin",
+                        argv[0], argv[0]
+                    ),
+                    "run the builtin without exec",
+                )
+                .at_arg(0);
+                d.offset = offsets.first().copied().or(Some(c.offset));
+                return Err(self.deny(d));
+            }
+        }
+        let name = argv[0].clone();
+        if verify::BUILTINS.contains(&name.as_str()) {
+            let started = now_ns();
+            // Prefix assignments hold for the builtin only.
+            let saved: Vec<(String, Option<Var>)> = assigns
+                .iter()
+                .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
+                .collect();
+            for (k, v) in assigns {
+                self.set_var(&k, v);
+            }
+            let r = self.with_redirects(&c.redirects, |me| me.builtin(c, &argv, &offsets));
+            for (k, old) in saved {
+                // `NAME=v export NAME` keeps (and exports) the value.
+                let exported = name == "export"
+                    && argv[1..]
+                        .iter()
+                        .any(|a| a.split('=').next() == Some(k.as_str()));
+                if exported {
+                    continue;
+                }
+                match old {
+                    Some(v) => {
+                        self.vars.insert(k, v);
+                    }
+                    None => {
+                        self.vars.remove(&k);
+                    }
+                }
+            }
+            let st = r?;
+            self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": started }));
+            return Ok(st);
+        }
+        let program = match self.check_program(c, &argv, &offsets)? {
+            Some(p) => p,
+            None => {
+                say(&format!("{name}: command not found"));
+                if exec {
+                    return Err(Unwind::Exit(127));
+                }
+                return Ok(127);
+            }
+        };
+        // The environment: exported variables, then the prefix assignments.
+        let mut env: Vec<(String, String)> = self
+            .vars
+            .iter()
+            .filter(|(_, v)| v.exported)
+            .filter_map(|(k, v)| Some((k.clone(), v.value.clone()?)))
+            .collect();
+        for (k, v) in assigns {
+            match env.iter_mut().find(|(n, _)| *n == k) {
+                Some(slot) => slot.1 = v,
+                None => env.push((k, v)),
+            }
+        }
+        if tail && self.child {
+            self.exec_program(c, &program, &argv, &env);
+        }
+        let started = Instant::now();
+        let pid = self.fork()?;
+        if pid == 0 {
+            self.exec_program(c, &program, &argv, &env);
+        }
+        let raw = wait_pid(pid);
+        self.report_end(pid, raw, started);
+        self.check_denied()?;
+        if exec {
+            return Err(Unwind::Exit(status_of(raw)));
+        }
+        Ok(status_of(raw))
+    }
+
+    /// In the process that becomes the program: redirections, then exec.
+    fn exec_program(
+        &mut self,
+        c: &SimpleCommand,
+        program: &Path,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> ! {
+        match self.apply_redirects(&c.redirects, None) {
+            Ok(true) => {}
+            Ok(false) => self.child_exit(Ok(1)),
+            Err(e) => self.child_exit(Err(e)),
+        }
+        if std::mem::take(&mut self.stderr_to_pipe) {
+            dup2(1, 2);
+        }
+        let prog = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
+        let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
+        let env_c: Vec<CString> = env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect();
+        let mut av: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
+        av.push(std::ptr::null());
+        let mut ev: Vec<*const libc::c_char> = env_c.iter().map(|c| c.as_ptr()).collect();
+        ev.push(std::ptr::null());
+        self.report(serde_json::json!({
+            "s": std::process::id(),
+            "a": argv,
+            "o": c.offset,
+            "t": self.forked_at,
+        }));
+        // SAFETY: execve with NUL-terminated arrays that outlive the call.
+        unsafe { libc::execve(prog.as_ptr(), av.as_ptr(), ev.as_ptr()) };
+        let e = last_errno();
+        say(&format!("{}: {}", argv[0], errno_text(e)));
+        // SAFETY: _exit in the child.
+        unsafe { libc::_exit(if e == libc::ENOENT { 127 } else { 126 }) }
+    }
+
+    /// The program for an argv, checked as a command: from the static
+    /// check when it already checked this argv, else resolved and judged
+    /// now. None: allowed but not installed (bash's "command not found").
+    fn check_program(
+        &mut self,
+        c: &SimpleCommand,
+        argv: &[String],
+        offsets: &[usize],
+    ) -> R<Option<PathBuf>> {
+        let static_check = self.resolved.get(c.id).cloned().flatten();
+        if let Some(r) = &static_check
+            && r.checked
+        {
+            return Ok(Some(r.program.clone()));
+        }
+        let name = &argv[0];
+        let shown = argv.join(" ");
+        let locate = |mut d: Denial| {
+            d.offset = d
+                .arg_index
+                .and_then(|i| offsets.get(i).copied())
+                .or(Some(c.offset));
+            d.reason = format!("{} (after expansion: `{shown}`)", d.reason);
+            d
+        };
+        if let Some((rule, hint)) = verify::refused_builtin(name) {
+            let d = Denial::new(
+                rule,
+                format!("`{name}` is a shell builtin agent-rsh does not run"),
+                hint,
+            )
+            .at_arg(0);
+            return Err(self.deny(locate(d)));
+        }
+        let program = match static_check {
+            Some(r) => r.program,
+            None => match self.resolve(name) {
+                Ok(p) => p,
+                Err(d) if d.kind == DenialKind::NotFound => return Ok(None),
+                Err(d) => return Err(self.deny(locate(d))),
+            },
+        };
+        let j = {
+            let (policy, cache) = (&self.policy, &mut self.cache);
+            let mut resolve = |n: &str| resolve_cached(policy, cache, n);
+            judge::judge(policy, argv, &mut resolve, false)
+        };
+        for w in j.warnings() {
+            self.report(serde_json::json!({ "w": w }));
+        }
+        if let Some(d) = j.denial {
+            return Err(self.deny(locate(d)));
+        }
+        Ok(Some(program))
+    }
+
+    fn resolve(&mut self, name: &str) -> Result<PathBuf, Denial> {
+        resolve_cached(&self.policy, &mut self.cache, name)
+    }
+
+    // ---- builtins ----
+
+    fn out(&self, text: &str) {
+        write_fd(1, text.as_bytes());
+    }
+
+    fn builtin(&mut self, c: &SimpleCommand, argv: &[String], offsets: &[usize]) -> R<i32> {
+        let args = &argv[1..];
+        let deny_at = |me: &mut Self, d: Denial, i: usize| {
+            let mut d = d.at_arg(i);
+            d.offset = offsets.get(i).copied().or(Some(c.offset));
+            me.deny(d)
+        };
+        Ok(match argv[0].as_str() {
+            ":" | "true" | "wait" => 0,
+            "false" => 1,
+            "pwd" => {
+                let line = format!("{}\n", self.cwd.display());
+                self.out(&line);
+                0
+            }
+            "cd" => {
+                let args: Vec<&String> = args.iter().filter(|a| *a != "--").collect();
+                if args.len() > 1 {
+                    say("cd: too many arguments");
+                    return Ok(1);
+                }
+                let (target, print) = match args.first().map(|s| s.as_str()) {
+                    None => (self.workspace.display().to_string(), false),
+                    Some("-") => match self.var("OLDPWD") {
+                        Some(o) => (o, true),
+                        None => {
+                            say("cd: OLDPWD not set");
+                            return Ok(1);
+                        }
+                    },
+                    Some(t) => (t.to_string(), false),
+                };
+                let logical = verify::normalize(&self.cwd.join(&target));
+                let inside = logical
+                    .as_ref()
+                    .is_some_and(|p| p.starts_with(&self.workspace));
+                let Some(logical) = logical.filter(|_| inside) else {
+                    let d = Denial::new(
+                        "cd.outside",
+                        format!("`cd {target}` leaves the workspace"),
+                        "stay inside the workspace; give a directory relative to it",
+                    );
+                    return Err(deny_at(self, d, 1));
+                };
+                let p = CString::new(logical.as_os_str().as_bytes()).unwrap_or_default();
+                // SAFETY: chdir with a NUL-terminated path.
+                if unsafe { libc::chdir(p.as_ptr()) } != 0 {
+                    say(&format!("cd: {target}: {}", errno_text(last_errno())));
+                    return Ok(1);
+                }
+                // A symlink out of the workspace is not followed.
+                let real_ok =
+                    std::fs::canonicalize(&logical).is_ok_and(|r| r.starts_with(&self.workspace));
+                if !real_ok {
+                    let back = CString::new(self.cwd.as_os_str().as_bytes()).unwrap_or_default();
+                    // SAFETY: chdir back to where we were.
+                    unsafe { libc::chdir(back.as_ptr()) };
+                    let d = Denial::new(
+                        "cd.outside",
+                        format!("`cd {target}` leads out of the workspace"),
+                        "stay inside the workspace; symlinks out of it are not followed",
+                    );
+                    return Err(deny_at(self, d, 1));
+                }
+                let old = std::mem::replace(&mut self.cwd, logical);
+                self.fs.cwd = self.cwd.display().to_string();
+                self.set_var("OLDPWD", old.display().to_string());
+                let pwd = self.cwd.display().to_string();
+                self.set_var("PWD", pwd.clone());
+                if print {
+                    self.out(&format!("{pwd}\n"));
+                }
+                0
+            }
+            "export" | "unset" => {
+                let mut st = 0;
+                for (i, a) in args.iter().enumerate() {
+                    if argv[0] == "unset" && a == "-v" {
+                        continue;
+                    }
+                    let (n, v) = match a.split_once('=') {
+                        Some((n, v)) if argv[0] == "export" => (n, Some(v)),
+                        _ => (a.as_str(), None),
+                    };
+                    if !crate::lex::is_identifier(n) {
+                        say(&format!("{}: `{a}': not a valid identifier", argv[0]));
+                        st = 1;
+                        continue;
+                    }
+                    if let Err(d) =
+                        verify::screen_name(n, offsets.get(i + 1).copied().unwrap_or(c.offset))
+                    {
+                        return Err(self.deny(d));
+                    }
+                    if argv[0] == "unset" {
+                        self.vars.remove(n);
+                        continue;
+                    }
+                    let var = self.vars.entry(n.to_string()).or_insert(Var {
+                        value: None,
+                        exported: true,
+                    });
+                    var.exported = true;
+                    if let Some(v) = v {
+                        var.value = Some(v.to_string());
+                    }
+                }
+                st
+            }
+            "set" => match options::parse_set(args) {
+                Ok(changes) => {
+                    self.opts.apply(&changes);
+                    0
+                }
+                Err((i, d)) => return Err(deny_at(self, d, i + 1)),
+            },
+            "exit" => {
+                let code = match args.first() {
+                    None => self.status,
+                    Some(a) => match a.trim().parse::<i64>() {
+                        Ok(n) => (n & 0xff) as i32,
+                        Err(_) => {
+                            say(&format!("exit: {a}: numeric argument required"));
+                            2
+                        }
+                    },
+                };
+                return Err(Unwind::Exit(code));
+            }
+            "break" | "continue" => {
+                let n = match args.first() {
+                    None => 1,
+                    Some(a) => match a.parse::<u32>() {
+                        Ok(n) if n >= 1 => n,
+                        _ => {
+                            say(&format!("{}: {a}: loop count out of range", argv[0]));
+                            return Ok(1);
+                        }
+                    },
+                };
+                if self.loop_depth == 0 {
+                    return Ok(0);
+                }
+                let n = n.min(self.loop_depth);
+                return Err(if argv[0] == "break" {
+                    Unwind::Break(n)
+                } else {
+                    Unwind::Continue(n)
+                });
+            }
+            _ => 0,
+        })
+    }
+}
+
+fn resolve_cached(
+    policy: &Policy,
+    cache: &mut HashMap<String, Result<PathBuf, Denial>>,
+    name: &str,
+) -> Result<PathBuf, Denial> {
+    if let Some(r) = cache.get(name) {
+        return r.clone();
+    }
+    let r = check::resolve(policy, name);
+    cache.insert(name.to_string(), r.clone());
+    r
+}
+
+/// Puts `opened` at `target`, inheritable by programs.
+fn install(opened: RawFd, target: RawFd) {
+    if opened == target {
+        // SAFETY: clear close-on-exec on our own fd.
+        unsafe { libc::fcntl(target, libc::F_SETFD, 0) };
+    } else {
+        dup2(opened, target);
+    }
+}
+
+fn is_assignment_word(w: &Word) -> bool {
+    matches!(w.parts.first(), Some(Part::Lit(t)) if t.find('=').is_some_and(|i| crate::lex::is_identifier(&t[..i])))
+}
+
+impl Shell for Interp<'_> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.vars.get(name).and_then(|v| v.value.clone())
+    }
+
+    fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
+        Interp::set_var(self, name, value);
+        Ok(())
+    }
+
+    fn last_status(&self) -> i32 {
+        self.status
+    }
+
+    fn pid(&self) -> u32 {
+        self.top_pid
+    }
+
+    fn nounset(&self) -> bool {
+        self.opts.nounset
+    }
+
+    fn command_output(&mut self, body: &List) -> Result<String, ExpandError> {
+        let (r, w) = pipe().map_err(|e| ExpandError::Fatal(format!("pipe: {}", errno_text(e))))?;
+        let pid = match self.fork() {
+            Ok(p) => p,
+            Err(_) => {
+                close(r);
+                close(w);
+                return Err(ExpandError::Fatal("cannot fork".into()));
+            }
+        };
+        if pid == 0 {
+            close(r);
+            dup2(w, 1);
+            close(w);
+            // bash does not pass -e into command substitutions.
+            self.opts.errexit = false;
+            self.stderr_to_pipe = false;
+            let res = self.exec_list(body);
+            self.child_exit(res);
+        }
+        close(w);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            // SAFETY: read into a stack buffer.
+            let n = unsafe { libc::read(r, buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                out.extend_from_slice(&buf[..n as usize]);
+            } else if n == 0 || last_errno() != libc::EINTR {
+                break;
+            }
+        }
+        close(r);
+        let st = status_of(wait_pid(pid));
+        self.subst_status = Some(st);
+        self.status = st;
+        if self.denied() {
+            return Err(ExpandError::Stopped);
+        }
+        // bash drops NUL bytes from substitutions.
+        out.retain(|b| *b != 0);
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    fn dirs(&mut self) -> &mut dyn glob::Dirs {
+        &mut self.fs
+    }
+}
+
+impl Interp<'_> {
+    fn var(&self, name: &str) -> Option<String> {
+        Shell::var(self, name)
+    }
+
+    fn set_var(&mut self, name: &str, value: String) {
+        match self.vars.get_mut(name) {
+            Some(v) => v.value = Some(value),
+            None => {
+                self.vars.insert(
+                    name.to_string(),
+                    Var {
+                        value: Some(value),
+                        exported: false,
+                    },
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Compound commands (`syntax = "compound"`): agent-rsh is the shell.
+//!
+//! The string is parsed as bash parses it (`parse`), every simple command
+//! whose words are known before running is checked as a command
+//! (`verify`), and the script runs in the confined process (`interp`),
+//! which opens every redirection, expands every glob and re-checks every
+//! command whose words come from expansions, right before it is exec'd.
+//! No `/bin/sh` is involved anywhere.
+
+pub mod ast;
+pub mod expand;
+pub mod glob;
+pub mod interp;
+pub mod job;
+pub mod options;
+pub mod parse;
+pub mod render;
+pub mod verify;
+
+pub use parse::parse;
+
+#[cfg(test)]
+mod parse_tests;
+
+use crate::check::Denial;
+use crate::policy::Policy;
+use std::path::{Path, PathBuf};
+
+/// The hidden first argument that makes agent-rsh the interpreter.
+pub const INTERPRETER_ARG: &str = "__script";
+
+/// A checked compound command, ready for the interpreter.
+#[derive(Debug, Clone)]
+pub struct ScriptPlan {
+    pub source: String,
+    pub script: ast::Script,
+    pub verified: verify::Verified,
+}
+
+/// Parses and checks a compound command. A parse error is the refusal;
+/// stage refusals are in `verified` (see `Verified::denial`).
+pub fn plan(
+    policy: &Policy,
+    line: &str,
+    cwd: &Path,
+    workspace: Option<&Path>,
+    explain: bool,
+) -> Result<ScriptPlan, Denial> {
+    let script = parse(line, policy.max_command_bytes)?;
+    let ctx = verify::Context { cwd, workspace };
+    let verified = verify::verify(policy, &script, &ctx, explain);
+    Ok(ScriptPlan {
+        source: line.to_string(),
+        script,
+        verified,
+    })
+}
+
+/// The program a compound command's run executes: agent-rsh's own binary
+/// (as `agent-rsh __script FD`). This is the one place that adds agent-rsh
+/// to what a run may execute: the plan names it as its program, so the
+/// Landlock rule set grants it EXECUTE as it does any plan's program. The
+/// engine refuses to run it from a place the run could write.
+pub fn interpreter_program() -> PathBuf {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+}
+
+/// Whether a simple command named `name` is the shell's business rather
+/// than a program's: builtins that change the shell's state (`cd`,
+/// `export`, `exit`, ...) and those agent-rsh refuses (`eval`, ...) go
+/// through the script path even when the string is one simple command;
+/// `pwd`, `true` and `false` run as the programs when the policy allows
+/// them (same output), else as builtins.
+pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
+    if verify::refused_builtin(name).is_some() || name == "exec" {
+        return true;
+    }
+    if !verify::BUILTINS.contains(&name) {
+        return false;
+    }
+    !matches!(name, "pwd" | "true" | "false") || !policy.commands.allow.iter().any(|a| a == name)
+}

@@ -1,0 +1,258 @@
+//! Table tests of the parser: accepted scripts and their canonical
+//! rendering; refusals with rule and offset.
+
+use super::{parse, render};
+
+fn r(s: &str) -> String {
+    match parse(s, 65536) {
+        Ok(sc) => render::script(&sc),
+        Err(e) => panic!("{s:?} refused: {e}"),
+    }
+}
+
+fn refused(s: &str) -> (&'static str, usize) {
+    match parse(s, 65536) {
+        Ok(sc) => panic!("{s:?} accepted as {}", render::script(&sc)),
+        Err(e) => (e.rule, e.offset),
+    }
+}
+
+#[test]
+fn lists_and_pipelines() {
+    let table: &[(&str, &str)] = &[
+        ("ls", "ls"),
+        ("ls -la; pwd", "ls -la; pwd"),
+        ("a && b || c", "a && b || c"),
+        ("a\nb\n\n c ;", "a; b; c"),
+        ("a | b |& c", "a | b |& c"),
+        ("! a | b", "! a | b"),
+        ("! ! a", "a"),
+        ("a &&\n b", "a && b"),
+        ("a |\n\n b", "a | b"),
+        ("ls # comment ; id", "ls"),
+        ("echo a#b", "echo a#b"),
+        ("echo a;#b\nc", "echo a; c"),
+        ("(cd x && ls) ; { a; b; }", "( cd x && ls ); { a; b; }"),
+        ("{ a\n}", "{ a; }"),
+        ("echo }", "echo }"),
+        ("echo {a,b} {} x{", "echo {a,b} {} x{"),
+        ("a\\\nb", "ab"),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
+fn words_and_quoting() {
+    let table: &[(&str, &str)] = &[
+        ("echo 'a b' \"c d\" e\\ f", "echo 'a b' 'c d' e' 'f"),
+        ("echo \"a\\\"b\\$c\\`d\\\\e\\nf\"", "echo 'a\"b$c`d\\e\\nf'"),
+        ("echo \"\"", "echo ''"),
+        ("echo $x ${y} \"$z\"", "echo ${x} ${y} \"${z}\""),
+        ("echo $? $$ $#", "echo ${?} ${$} ${#}"),
+        (
+            "echo ${x:-a b} ${x-d} ${x:=v} ${x:+alt} ${x:?err}",
+            "echo ${x:-a b} ${x-d} ${x:=v} ${x:+alt} ${x:?err}",
+        ),
+        (
+            "echo ${#x} ${x#a*} ${x##*/} ${x%.py} ${x%%.*}",
+            "echo ${#x} ${x#a*} ${x##*/} ${x%.py} ${x%%.*}",
+        ),
+        ("echo \"${x:-'a'}\"", "echo \"${x:-'a'}\""),
+        ("echo ${x:-{a}} ${y-${z-}}", "echo ${x:-{a}} ${y-${z-}}"),
+        ("echo \"${x:-'a}b'}\"", "echo \"${x:-'a}b'}\""),
+        (
+            "echo $(ls -la | wc -l) `pwd`",
+            "echo $(ls -la | wc -l) $(pwd)",
+        ),
+        ("echo \"$(cat f)\"", "echo \"$(cat f)\""),
+        ("echo `echo \\`echo hi\\``", "echo $(echo $(echo hi))"),
+        ("echo $'a\\tb\\x41\\101'", "echo 'a\tbAA'"),
+        ("echo $\"hi\"", "echo 'hi'"),
+        ("echo a$ $ \"$\"", "echo a$ $ '$'"),
+        ("echo *.rs ~/x a=~", "echo *.rs ~/x a=~"),
+        (
+            "python3 -c \"import sys\nprint(1)\"",
+            "python3 -c 'import sys\nprint(1)'",
+        ),
+        ("echo a\\", "echo a'\\'"),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
+fn assignments_and_redirections() {
+    let table: &[(&str, &str)] = &[
+        ("A=1 B=\"x y\" env", "A=1 B='x y' env"),
+        ("A=1", "A=1"),
+        ("A+=x", "A+=x"),
+        ("echo A=1", "echo A=1"),
+        ("echo hi > f 2>>g &> h &>> i", "echo hi >f 2>>g &>h &>>i"),
+        (
+            "cmd 2>&1 >&2 3>&- <&3 0<f <>rw >|c",
+            "cmd 2>&1 >&2 3>&- <&3 0<f <>rw >|c",
+        ),
+        ("echo >&/dev/null", "echo &>/dev/null"),
+        (">f echo", "echo >f"),
+        ("cat <<< \"$x\"", "cat <<<\"${x}\""),
+        ("{ a; } > f 2>&1", "{ a; } >f 2>&1"),
+        ("echo a2>f", "echo a2 >f"),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
+fn here_documents() {
+    let table: &[(&str, &str)] = &[
+        (
+            "cat <<'EOF' > f.py\nprint('$x')\nEOF\necho done",
+            "cat <<<\"print('\\$x')\" >f.py; echo done",
+        ),
+        ("cat <<EOF\na $x \\$y\nEOF", "cat <<<\"a ${x} \\$y\""),
+        ("cat <<-EOF\n\t\ta\n\tEOF\nls", "cat <<<\"a\"; ls"),
+        (
+            "cat <<A; cat <<B\n1\nA\n2\nB\n",
+            "cat <<<\"1\"; cat <<<\"2\"",
+        ),
+        ("cat <<EOF\nnever closed", "cat <<<\"never closed\""),
+        ("cat <<EOF\na\\\nb\nEOF", "cat <<<\"ab\""),
+        ("x=$(cat <<EOF\nin\nEOF\n)", "x=$(cat <<<\"in\")"),
+        ("cat <<\\EOF\n$x\nEOF", "cat <<<\"\\$x\""),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
+fn control_flow() {
+    let table: &[(&str, &str)] = &[
+        ("if a; then b; fi", "if a; then b; fi"),
+        (
+            "if a\nthen b\nelif c; then d; else e; fi > f",
+            "if a; then b; elif c; then d; else e; fi >f",
+        ),
+        ("while a; do b; done", "while a; do b; done"),
+        ("until a; do b; done", "until a; do b; done"),
+        (
+            "for x in a 'b c' *.py; do echo $x; done",
+            "for x in a 'b c' *.py; do echo ${x}; done",
+        ),
+        ("for x\ndo echo; done", "for x; do echo; done"),
+        (
+            "case $x in a|b) echo ab;; (c) ;; *) d;& esac",
+            "case ${x} in a|b) echo ab; ;; c) ;; *) d; ;& esac",
+        ),
+        (
+            "case x in\n a)\n echo\n ;;\nesac",
+            "case x in a) echo; ;; esac",
+        ),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
+fn refusals() {
+    let table: &[(&str, &str, usize)] = &[
+        ("sleep 1 &", "syntax.background", 8),
+        ("a & b", "syntax.background", 2),
+        ("cat <(ls)", "syntax.process-substitution", 4),
+        ("f() { ls; }", "syntax.function", 0),
+        ("function f { ls; }", "syntax.function", 0),
+        ("echo $((1+2))", "syntax.arithmetic", 5),
+        ("((x++))", "syntax.arithmetic", 0),
+        ("for ((i=0;i<3;i++)); do :; done", "syntax.arithmetic", 0),
+        ("[[ -f x ]]", "syntax.unsupported", 0),
+        ("time ls", "syntax.unsupported", 0),
+        ("echo $1", "syntax.unsupported", 5),
+        ("echo \"$@\"", "syntax.unsupported", 6),
+        ("a=(1 2)", "syntax.unsupported", 0),
+        ("cs[f e", "syntax.unsupported", 0),
+        ("x=1 a[1]=2 ls", "syntax.unsupported", 4),
+        ("echo ${x/a/b}", "syntax.unsupported", 5),
+        ("echo {fd}>f", "syntax.unsupported", 5),
+        ("ls |", "syntax.error", 4),
+        ("ls &&", "syntax.error", 5),
+        ("; ls", "syntax.error", 0),
+        ("ls ;;", "syntax.error", 3),
+        ("{ ls }", "syntax.error", 6),
+        ("( )", "syntax.error", 2),
+        ("if a; then fi", "syntax.error", 11),
+        ("echo (a)", "syntax.function", 0),
+        ("fi", "syntax.error", 0),
+        ("]]", "syntax.error", 0),
+        ("ls; in", "syntax.error", 4),
+        ("echo 'a", "lex.unterminated", 5),
+        ("echo \"a", "lex.unterminated", 5),
+        ("echo $(ls", "lex.unterminated", 5),
+        ("echo `ls", "lex.unterminated", 5),
+        ("echo ${x", "lex.unterminated", 5),
+        ("echo \"${x:='}\"", "lex.unterminated", 11),
+        ("", "lex.empty", 0),
+        ("  # only a comment", "lex.empty", 0),
+        ("ls\r\n", "lex.newline", 2),
+        ("ls \u{202e}", "lex.bidi", 3),
+        ("ls\0", "lex.nul", 2),
+    ];
+    for (i, rule, off) in table {
+        assert_eq!(refused(i), (*rule, *off), "input {i:?}");
+    }
+}
+
+#[test]
+fn deep_nesting_is_refused_not_overflowed() {
+    let s = format!("{}ls{}", "( ".repeat(500), ")".repeat(500));
+    assert_eq!(refused(&s).0, "syntax.unsupported");
+    let s = format!("{}ls{}", "$(echo ".repeat(500), ")".repeat(500));
+    assert_eq!(refused(&s).0, "syntax.unsupported");
+    let s = "{ ".repeat(500);
+    assert!(parse(&s, 1 << 20).is_err());
+}
+
+#[test]
+fn rendering_reparses_to_itself() {
+    for s in [
+        "a && b | c; { d; } > f",
+        "echo \"${x:-'a'}\" $(ls) 'q'",
+        "case $x in a|b) echo;; esac",
+        "for i in 1 2; do echo $i; done",
+    ] {
+        let once = r(s);
+        assert_eq!(r(&once), once, "input {s:?}");
+    }
+}
+
+#[test]
+fn simple_commands_are_numbered_in_source_order() {
+    let s = parse("a $(b) | c; d", 1000).unwrap();
+    let mut ids = Vec::new();
+    super::ast::each_simple(&s, &s.body, &mut |c| ids.push((c.id, c.offset)));
+    // Substitutions are parsed (and numbered) before the command holding them.
+    assert_eq!(ids, vec![(0, 4), (1, 0), (2, 9), (3, 12)]);
+    assert_eq!(s.simple_commands, 4);
+}
+
+#[test]
+fn the_interpreter_job_carries_any_policy() {
+    use crate::policy::{EXAMPLE_POLICY, Policy, Source};
+    for text in [EXAMPLE_POLICY, crate::policy::DEFAULT_POLICY] {
+        let p = Policy::parse(text, Source::Embedded).unwrap();
+        let job = super::interp::Job {
+            script: "ls | wc -l".into(),
+            max_bytes: 8192,
+            policy: p.clone(),
+            workspace: "/tmp/x".into(),
+            resolved: vec![None, None],
+        };
+        let json = serde_json::to_vec(&job).unwrap();
+        let back: super::interp::Job = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.policy.to_toml(), p.to_toml());
+    }
+}

@@ -1,0 +1,514 @@
+//! A script back to text, in one canonical bash spelling: for `check`'s
+//! human output and for tests (parsing the rendering gives the same
+//! rendering).
+
+use super::ast::*;
+use std::fmt::Write;
+
+pub fn script(s: &Script) -> String {
+    let mut out = String::new();
+    list(s, &s.body, &mut out);
+    out
+}
+
+fn list(s: &Script, l: &List, out: &mut String) {
+    for (i, ao) in l.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        pipeline(s, &ao.first, out);
+        for (c, p) in &ao.rest {
+            out.push_str(match c {
+                Connector::And => " && ",
+                Connector::Or => " || ",
+            });
+            pipeline(s, p, out);
+        }
+    }
+}
+
+fn pipeline(s: &Script, p: &Pipeline, out: &mut String) {
+    if p.negated {
+        out.push_str("! ");
+    }
+    for (i, st) in p.stages.iter().enumerate() {
+        if i > 0 {
+            out.push_str(if p.stages[i - 1].stderr_too {
+                " |& "
+            } else {
+                " | "
+            });
+        }
+        command(s, &st.command, out);
+    }
+}
+
+fn body(s: &Script, l: &List, out: &mut String) {
+    list(s, l, out);
+    out.push_str("; ");
+}
+
+pub fn command(s: &Script, c: &Command, out: &mut String) {
+    match c {
+        Command::Simple(sc) => {
+            let mut first = true;
+            let mut sep = |out: &mut String| {
+                if !first {
+                    out.push(' ');
+                }
+                first = false;
+            };
+            for a in &sc.assignments {
+                sep(out);
+                let _ = write!(out, "{}{}=", a.name, if a.append { "+" } else { "" });
+                word(s, &a.value, out);
+            }
+            for w in &sc.words {
+                sep(out);
+                word(s, w, out);
+            }
+            for r in &sc.redirects {
+                sep(out);
+                redirect(s, r, out);
+            }
+            return;
+        }
+        Command::Subshell { body: b, .. } => {
+            out.push_str("( ");
+            list(s, b, out);
+            out.push_str(" )");
+        }
+        Command::Group { body: b, .. } => {
+            out.push_str("{ ");
+            body(s, b, out);
+            out.push('}');
+        }
+        Command::If {
+            branches,
+            otherwise,
+            ..
+        } => {
+            for (i, (c, b)) in branches.iter().enumerate() {
+                out.push_str(if i == 0 { "if " } else { "elif " });
+                body(s, c, out);
+                out.push_str("then ");
+                body(s, b, out);
+            }
+            if let Some(o) = otherwise {
+                out.push_str("else ");
+                body(s, o, out);
+            }
+            out.push_str("fi");
+        }
+        Command::While {
+            until,
+            condition,
+            body: b,
+            ..
+        } => {
+            out.push_str(if *until { "until " } else { "while " });
+            body(s, condition, out);
+            out.push_str("do ");
+            body(s, b, out);
+            out.push_str("done");
+        }
+        Command::For {
+            name,
+            words,
+            body: b,
+            ..
+        } => {
+            let _ = write!(out, "for {name}");
+            if let Some(ws) = words {
+                out.push_str(" in");
+                for w in ws {
+                    out.push(' ');
+                    word(s, w, out);
+                }
+            }
+            out.push_str("; do ");
+            body(s, b, out);
+            out.push_str("done");
+        }
+        Command::Case { word: w, arms, .. } => {
+            out.push_str("case ");
+            word(s, w, out);
+            out.push_str(" in ");
+            for a in arms {
+                for (i, p) in a.patterns.iter().enumerate() {
+                    if i > 0 {
+                        out.push('|');
+                    }
+                    word(s, p, out);
+                }
+                out.push_str(") ");
+                if !a.body.is_empty() {
+                    body(s, &a.body, out);
+                }
+                out.push_str(if a.fall_through { ";& " } else { ";; " });
+            }
+            out.push_str("esac");
+        }
+    }
+    for r in c.redirects() {
+        out.push(' ');
+        redirect(s, r, out);
+    }
+}
+
+fn redirect(s: &Script, r: &Redirect, out: &mut String) {
+    if let Some(fd) = r.fd {
+        let _ = write!(out, "{fd}");
+    }
+    out.push_str(match r.op {
+        RedirOp::In => "<",
+        RedirOp::Out => ">",
+        RedirOp::Append => ">>",
+        RedirOp::Clobber => ">|",
+        RedirOp::ReadWrite => "<>",
+        RedirOp::DupOut => ">&",
+        RedirOp::DupIn => "<&",
+        RedirOp::OutErr => "&>",
+        RedirOp::AppendErr => "&>>",
+        RedirOp::Heredoc => "<<<",
+        RedirOp::HereString => "<<<",
+    });
+    match &r.target {
+        RedirTarget::Word(w) => word(s, w, out),
+        RedirTarget::Heredoc(i) => {
+            // Rendered as the here-string of the same text (minus the
+            // final newline a here-string adds back).
+            if let Some(h) = s.heredocs.get(*i) {
+                let mut b = h.body.clone();
+                if let Some(Part::Quoted(t)) = b.parts.last_mut()
+                    && t.ends_with('\n')
+                {
+                    t.pop();
+                }
+                quoted_word(s, &b, out);
+            }
+        }
+    }
+}
+
+/// Single-quotes text for bash.
+fn sq(t: &str, out: &mut String) {
+    out.push('\'');
+    out.push_str(&t.replace('\'', r"'\''"));
+    out.push('\'');
+}
+
+pub fn word(s: &Script, w: &Word, out: &mut String) {
+    for p in &w.parts {
+        match p {
+            Part::Lit(t) => out.push_str(t),
+            Part::Quoted(t) => sq(t, out),
+            Part::Param(p) => param(s, p, out),
+            Part::Subst(sub) => subst(s, sub, out),
+        }
+    }
+}
+
+/// A word whose parts are all quoted (a here-document body).
+fn quoted_word(s: &Script, w: &Word, out: &mut String) {
+    out.push('"');
+    for p in &w.parts {
+        match p {
+            Part::Lit(t) | Part::Quoted(t) => {
+                for c in t.chars() {
+                    if matches!(c, '"' | '\\' | '$' | '`') {
+                        out.push('\\');
+                    }
+                    out.push(c);
+                }
+            }
+            Part::Param(p) => param_in(s, p, out, false),
+            Part::Subst(sub) => subst_in(s, sub, out, false),
+        }
+    }
+    out.push('"');
+}
+
+fn param(s: &Script, p: &Param, out: &mut String) {
+    param_in(s, p, out, p.quoted)
+}
+
+fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
+    if wrap {
+        out.push('"');
+    }
+    out.push_str("${");
+    if p.op == ParamOp::Length {
+        out.push('#');
+    }
+    out.push_str(&p.name);
+    let op = match p.op {
+        ParamOp::Plain | ParamOp::Length => "",
+        ParamOp::Default { colon } => {
+            if colon {
+                ":-"
+            } else {
+                "-"
+            }
+        }
+        ParamOp::Assign { colon } => {
+            if colon {
+                ":="
+            } else {
+                "="
+            }
+        }
+        ParamOp::Alternative { colon } => {
+            if colon {
+                ":+"
+            } else {
+                "+"
+            }
+        }
+        ParamOp::Error { colon } => {
+            if colon {
+                ":?"
+            } else {
+                "?"
+            }
+        }
+        ParamOp::TrimPrefix { longest } => {
+            if longest {
+                "##"
+            } else {
+                "#"
+            }
+        }
+        ParamOp::TrimSuffix { longest } => {
+            if longest {
+                "%%"
+            } else {
+                "%"
+            }
+        }
+    };
+    out.push_str(op);
+    if let Some(a) = &p.arg {
+        if p.quoted {
+            // Inside double quotes: keep the operand's text double-quoted.
+            for part in &a.parts {
+                match part {
+                    // A paired single-quoted run stays as it is (bash pairs
+                    // the quotes there and keeps them).
+                    Part::Quoted(t) if t.len() >= 2 && t.starts_with('\'') && t.ends_with('\'') => {
+                        out.push_str(t);
+                    }
+                    Part::Lit(t) | Part::Quoted(t) => {
+                        for c in t.chars() {
+                            if matches!(c, '"' | '\\' | '$' | '`' | '}') {
+                                out.push('\\');
+                            }
+                            out.push(c);
+                        }
+                    }
+                    Part::Param(p) => param_in(s, p, out, false),
+                    Part::Subst(sub) => subst_in(s, sub, out, false),
+                }
+            }
+        } else {
+            word(s, a, out);
+        }
+    }
+    out.push('}');
+    if wrap {
+        out.push('"');
+    }
+}
+
+fn subst(s: &Script, sub: &Subst, out: &mut String) {
+    subst_in(s, sub, out, sub.quoted)
+}
+
+fn subst_in(s: &Script, sub: &Subst, out: &mut String, wrap: bool) {
+    if wrap {
+        out.push('"');
+    }
+    out.push_str("$(");
+    list(s, &sub.body, out);
+    out.push(')');
+    if wrap {
+        out.push('"');
+    }
+}
+
+/// The structure as parsed, with every word and redirection in its
+/// original spelling: what bash's `declare -f` prints for this rendering
+/// and for the original must be the same when agent-rsh parsed it as bash
+/// does (the parser's oracle in the tests and the fuzz target). None for
+/// scripts whose spans are not exact (here-documents, backquotes).
+pub fn verbatim(s: &Script, src: &str) -> Option<String> {
+    if !s.heredocs.is_empty() || src.contains('`') {
+        return None;
+    }
+    let mut out = String::new();
+    v_list(&s.body, src, &mut out)?;
+    Some(out)
+}
+
+fn span(src: &str, from: usize, to: usize) -> Option<&str> {
+    src.get(from..to)
+}
+
+fn v_list(l: &List, src: &str, out: &mut String) -> Option<()> {
+    for (i, ao) in l.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        v_pipeline(&ao.first, src, out)?;
+        for (c, p) in &ao.rest {
+            out.push_str(match c {
+                Connector::And => " && ",
+                Connector::Or => " || ",
+            });
+            v_pipeline(p, src, out)?;
+        }
+    }
+    Some(())
+}
+
+fn v_pipeline(p: &Pipeline, src: &str, out: &mut String) -> Option<()> {
+    if p.negated {
+        out.push_str("! ");
+    }
+    for (i, st) in p.stages.iter().enumerate() {
+        if i > 0 {
+            out.push_str(if p.stages[i - 1].stderr_too {
+                " |& "
+            } else {
+                " | "
+            });
+        }
+        v_command(&st.command, src, out)?;
+    }
+    Some(())
+}
+
+fn v_body(l: &List, src: &str, out: &mut String) -> Option<()> {
+    v_list(l, src, out)?;
+    out.push_str("; ");
+    Some(())
+}
+
+fn v_word(w: &Word, src: &str, out: &mut String) -> Option<()> {
+    out.push_str(span(src, w.offset, w.end)?);
+    Some(())
+}
+
+fn v_redirects(rs: &[Redirect], src: &str, out: &mut String) -> Option<()> {
+    for r in rs {
+        let RedirTarget::Word(w) = &r.target else {
+            return None;
+        };
+        out.push(' ');
+        out.push_str(span(src, r.offset, w.end)?);
+    }
+    Some(())
+}
+
+fn v_command(c: &Command, src: &str, out: &mut String) -> Option<()> {
+    match c {
+        Command::Simple(sc) => {
+            let mut items: Vec<(usize, usize)> = Vec::new();
+            for a in &sc.assignments {
+                items.push((a.offset, a.value.end));
+            }
+            for w in &sc.words {
+                items.push((w.offset, w.end));
+            }
+            for r in &sc.redirects {
+                let RedirTarget::Word(w) = &r.target else {
+                    return None;
+                };
+                items.push((r.offset, w.end));
+            }
+            // In source order, as bash prints them.
+            items.sort();
+            for (i, (a, b)) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(span(src, a, b)?);
+            }
+            return Some(());
+        }
+        Command::Subshell { body, .. } => {
+            out.push_str("( ");
+            v_list(body, src, out)?;
+            out.push_str(" )");
+        }
+        Command::Group { body, .. } => {
+            out.push_str("{ ");
+            v_body(body, src, out)?;
+            out.push('}');
+        }
+        Command::If {
+            branches,
+            otherwise,
+            ..
+        } => {
+            for (i, (c, b)) in branches.iter().enumerate() {
+                out.push_str(if i == 0 { "if " } else { "elif " });
+                v_body(c, src, out)?;
+                out.push_str("then ");
+                v_body(b, src, out)?;
+            }
+            if let Some(o) = otherwise {
+                out.push_str("else ");
+                v_body(o, src, out)?;
+            }
+            out.push_str("fi");
+        }
+        Command::While {
+            until,
+            condition,
+            body,
+            ..
+        } => {
+            out.push_str(if *until { "until " } else { "while " });
+            v_body(condition, src, out)?;
+            out.push_str("do ");
+            v_body(body, src, out)?;
+            out.push_str("done");
+        }
+        Command::For {
+            name, words, body, ..
+        } => {
+            let _ = write!(out, "for {name}");
+            if let Some(ws) = words {
+                out.push_str(" in");
+                for w in ws {
+                    out.push(' ');
+                    v_word(w, src, out)?;
+                }
+            }
+            out.push_str("; do ");
+            v_body(body, src, out)?;
+            out.push_str("done");
+        }
+        Command::Case { word, arms, .. } => {
+            out.push_str("case ");
+            v_word(word, src, out)?;
+            out.push_str(" in ");
+            for a in arms {
+                for (i, p) in a.patterns.iter().enumerate() {
+                    if i > 0 {
+                        out.push('|');
+                    }
+                    v_word(p, src, out)?;
+                }
+                out.push_str(") ");
+                if !a.body.is_empty() {
+                    v_body(&a.body, src, out)?;
+                }
+                out.push_str(if a.fall_through { ";& " } else { ";; " });
+            }
+            out.push_str("esac");
+        }
+    }
+    v_redirects(c.redirects(), src, out)
+}

@@ -1,0 +1,634 @@
+//! Static checking of a parsed script, before anything runs: every
+//! simple command whose words are known is checked as a command (the
+//! allowlist, argument rules, guards), every assigned name is screened as
+//! `--env` screens it, builtins that agent-rsh does not run are refused,
+//! and redirection and `cd` targets that are known to leave the workspace
+//! are refused. Commands whose words come from expansions are checked
+//! again by the interpreter, after expansion, right before exec.
+
+use super::ast::*;
+use super::expand;
+use crate::check::{self, Denial, DenialKind, judge};
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+/// What the static check knows about one simple command, by id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolved {
+    /// The program, resolved through the policy's search path.
+    pub program: PathBuf,
+    /// The whole argv was known and checked: the interpreter need not
+    /// check it again.
+    pub checked: bool,
+}
+
+/// The verdict on one simple command, for `check --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageVerdict {
+    pub id: usize,
+    pub offset: usize,
+    /// `program`, `builtin`, `assignment`, or `dynamic` (the command name
+    /// comes from an expansion).
+    pub kind: &'static str,
+    /// The argv when every word is known before running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<PathBuf>,
+    /// `allow`, `deny`, `notFound`, or `atRunTime` (checked after
+    /// expansion, before exec).
+    pub verdict: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<Denial>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The result of the static check.
+#[derive(Debug, Clone, Default)]
+pub struct Verified {
+    pub stages: Vec<StageVerdict>,
+    /// By simple-command id.
+    pub resolved: Vec<Option<Resolved>>,
+    pub warnings: Vec<String>,
+}
+
+impl Verified {
+    /// The refusal of the script: the stage at fault that comes first in
+    /// the text.
+    pub fn denial(&self) -> Option<&Denial> {
+        self.stages
+            .iter()
+            .filter_map(|s| s.denial.as_ref())
+            .min_by_key(|d| d.offset.unwrap_or(usize::MAX))
+    }
+}
+
+/// Builtins agent-rsh's interpreter runs itself.
+pub const BUILTINS: &[&str] = &[
+    "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
+    "wait",
+];
+
+/// Builtins bash has and agent-rsh refuses: rule and hint.
+pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        "eval" => (
+            "syntax.eval",
+            "write the command itself; agent-rsh checks every command before it runs, which eval would hide",
+        ),
+        "source" | "." => (
+            "syntax.source",
+            "run the script with an allowed interpreter, or write its commands out",
+        ),
+        "alias" | "unalias" => (
+            "syntax.alias",
+            "write the command out; aliases are not expanded",
+        ),
+        "let" | "((" => (
+            "syntax.arithmetic",
+            "compute the value with a program (e.g. `expr`), or write the number",
+        ),
+        "read" | "mapfile" | "readarray" | "local" | "declare" | "typeset" | "readonly"
+        | "shift" | "return" | "trap" | "jobs" | "fg" | "bg" | "disown" | "suspend" | "type"
+        | "command" | "builtin" | "hash" | "help" | "history" | "ulimit" | "umask" | "times"
+        | "getopts" | "shopt" | "enable" | "caller" | "complete" | "compgen" | "compopt"
+        | "dirs" | "pushd" | "popd" | "logout" | "bind" | "fc" | "coproc" | "select"
+        | "function" => (
+            "syntax.unsupported",
+            "this shell builtin is not supported by agent-rsh; write the commands without it",
+        ),
+        _ => return None,
+    })
+}
+
+/// Where the check runs: the request's cwd (relative to the workspace)
+/// and, when it is known before the run, the workspace's absolute path.
+pub struct Context<'a> {
+    pub cwd: &'a Path,
+    pub workspace: Option<&'a Path>,
+}
+
+/// Screens a variable name as `--env` does.
+pub fn screen_name(name: &str, offset: usize) -> Result<(), Denial> {
+    if let Some(why) = check::env::dangerous(name) {
+        let mut d = Denial::new(
+            "env.dangerous",
+            format!("assigning {name} is refused: {why}"),
+            "leave it out; if the program really needs it, an administrator can set a fixed value in the policy's env.set",
+        );
+        d.offset = Some(offset);
+        return Err(d);
+    }
+    Ok(())
+}
+
+/// Devices a redirection may always write to.
+pub fn harmless_device(path: &str) -> bool {
+    matches!(path, "/dev/null" | "/dev/stdout" | "/dev/stderr")
+        || path
+            .strip_prefix("/dev/fd/")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `..` and `.` removed lexically; None when it climbs above the root.
+pub fn normalize(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir => out.push("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if out.as_os_str() == "/" || !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(p) => out.push(p),
+            Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether an absolute, normalized path may be written by a redirection:
+/// inside the workspace or a write scope, or a harmless device.
+pub fn writable(policy: &Policy, workspace: Option<&Path>, abs: &Path) -> bool {
+    harmless_device(&abs.to_string_lossy())
+        || workspace.is_some_and(|w| abs.starts_with(w))
+        || policy.scopes.write.iter().any(|s| abs.starts_with(s))
+}
+
+struct Verifier<'p> {
+    policy: &'p Policy,
+    ctx: &'p Context<'p>,
+    /// The cwd relative to the workspace while it is known (no `cd` yet).
+    cwd: Option<PathBuf>,
+    cache: HashMap<String, Result<PathBuf, Denial>>,
+    out: Verified,
+    explain: bool,
+}
+
+/// Checks every simple command of the script.
+pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) -> Verified {
+    let mut v = Verifier {
+        policy,
+        ctx,
+        cwd: Some(ctx.cwd.to_path_buf()),
+        cache: HashMap::new(),
+        out: Verified {
+            resolved: vec![None; script.simple_commands],
+            ..Default::default()
+        },
+        explain,
+    };
+    let mut cmds = Vec::new();
+    each_simple(script, &script.body, &mut |c| cmds.push(c));
+    for_each_param_assignment(script, &mut |name, offset| {
+        if let Err(d) = screen_name(name, offset) {
+            v.out.stages.push(StageVerdict {
+                id: usize::MAX,
+                offset,
+                kind: "assignment",
+                argv: None,
+                program: None,
+                verdict: "deny",
+                denial: Some(d),
+                warnings: Vec::new(),
+            });
+        }
+    });
+    for c in cmds {
+        v.command(script, c);
+    }
+    v.out
+}
+
+/// Names assigned by `${NAME:=word}` and `for NAME`.
+fn for_each_param_assignment(script: &Script, f: &mut dyn FnMut(&str, usize)) {
+    fn word(w: &Word, f: &mut dyn FnMut(&str, usize)) {
+        for p in &w.parts {
+            if let Part::Param(p) = p {
+                if matches!(p.op, ParamOp::Assign { .. }) {
+                    f(&p.name, p.offset);
+                }
+                if let Some(a) = &p.arg {
+                    word(a, f);
+                }
+            }
+        }
+    }
+    fn list(l: &List, f: &mut dyn FnMut(&str, usize)) {
+        for ao in l {
+            for p in std::iter::once(&ao.first).chain(ao.rest.iter().map(|(_, p)| p)) {
+                for st in &p.stages {
+                    command(&st.command, f);
+                }
+            }
+        }
+    }
+    fn command(c: &Command, f: &mut dyn FnMut(&str, usize)) {
+        let redirects = |rs: &[Redirect], f: &mut dyn FnMut(&str, usize)| {
+            for r in rs {
+                if let RedirTarget::Word(w) = &r.target {
+                    word(w, f);
+                }
+            }
+        };
+        match c {
+            Command::Simple(s) => {
+                for a in &s.assignments {
+                    word(&a.value, f);
+                }
+                for w in &s.words {
+                    word(w, f);
+                }
+                redirects(&s.redirects, f);
+            }
+            Command::Subshell {
+                body, redirects: r, ..
+            }
+            | Command::Group {
+                body, redirects: r, ..
+            } => {
+                list(body, f);
+                redirects(r, f);
+            }
+            Command::If {
+                branches,
+                otherwise,
+                redirects: r,
+                ..
+            } => {
+                for (c, b) in branches {
+                    list(c, f);
+                    list(b, f);
+                }
+                if let Some(o) = otherwise {
+                    list(o, f);
+                }
+                redirects(r, f);
+            }
+            Command::While {
+                condition,
+                body,
+                redirects: r,
+                ..
+            } => {
+                list(condition, f);
+                list(body, f);
+                redirects(r, f);
+            }
+            Command::For {
+                offset,
+                name,
+                words,
+                body,
+                redirects: r,
+            } => {
+                f(name, *offset);
+                for w in words.iter().flatten() {
+                    word(w, f);
+                }
+                list(body, f);
+                redirects(r, f);
+            }
+            Command::Case {
+                word: w,
+                arms,
+                redirects: r,
+                ..
+            } => {
+                word(w, f);
+                for a in arms {
+                    for p in &a.patterns {
+                        word(p, f);
+                    }
+                    list(&a.body, f);
+                }
+                redirects(r, f);
+            }
+        }
+    }
+    list(&script.body, f);
+    // Here-document bodies hold expansions too.
+    for h in &script.heredocs {
+        word(&h.body, f);
+    }
+    let _ = list;
+}
+
+impl Verifier<'_> {
+    fn resolve(&mut self, name: &str) -> Result<PathBuf, Denial> {
+        if let Some(r) = self.cache.get(name) {
+            return r.clone();
+        }
+        let r = check::resolve(self.policy, name);
+        self.cache.insert(name.to_string(), r.clone());
+        r
+    }
+
+    fn push(&mut self, v: StageVerdict) {
+        self.out.stages.push(v);
+    }
+
+    fn command(&mut self, script: &Script, c: &SimpleCommand) {
+        let mut verdict = StageVerdict {
+            id: c.id,
+            offset: c.offset,
+            kind: "assignment",
+            argv: None,
+            program: None,
+            verdict: "allow",
+            denial: None,
+            warnings: Vec::new(),
+        };
+        let deny = |verdict: &mut StageVerdict, d: Denial| {
+            verdict.verdict = if d.kind == DenialKind::NotFound {
+                "notFound"
+            } else {
+                "deny"
+            };
+            verdict.denial = Some(d);
+        };
+        for a in &c.assignments {
+            if let Err(d) = screen_name(&a.name, a.offset) {
+                deny(&mut verdict, d);
+                self.push(verdict);
+                return;
+            }
+        }
+        // Redirection targets known before running.
+        for r in &c.redirects {
+            if let Err(d) = self.redirect(script, r) {
+                deny(&mut verdict, d);
+                self.push(verdict);
+                return;
+            }
+        }
+        if c.words.is_empty() {
+            self.push(verdict);
+            return;
+        }
+        // `exec PROGRAM ARGS` is checked as PROGRAM ARGS (the script ends
+        // with it); `exec` alone only redirects the shell's own fds.
+        let mut words: &[Word] = &c.words;
+        if words[0].is_bare("exec") {
+            if words.len() == 1 {
+                verdict.kind = "builtin";
+                verdict.argv = Some(vec!["exec".into()]);
+                self.push(verdict);
+                return;
+            }
+            words = &words[1..];
+        }
+        let exec = words.len() < c.words.len();
+        // The argv, with each field's word offset, while it is known.
+        let mut argv: Option<Vec<String>> = Some(Vec::new());
+        let mut offsets = Vec::new();
+        for w in words {
+            match (expand::static_fields(w), argv.as_mut()) {
+                (Some(fs), Some(a)) => {
+                    offsets.extend(std::iter::repeat_n(w.offset, fs.len()));
+                    a.extend(fs);
+                }
+                _ => argv = None,
+            }
+        }
+        let first = match &argv {
+            Some(a) => a.first().cloned(),
+            None => expand::static_fields(&words[0]).and_then(|f| f.into_iter().next()),
+        };
+        let Some(name) = first else {
+            verdict.kind = "dynamic";
+            verdict.verdict = "atRunTime";
+            self.push(verdict);
+            self.after(c, None);
+            return;
+        };
+        let name_offset = words[0].offset;
+        verdict.argv = argv.clone();
+        if exec && (BUILTINS.contains(&name.as_str()) || refused_builtin(&name).is_some()) {
+            let mut d = Denial::new(
+                "syntax.exec",
+                format!("`exec {name}`: exec runs programs, `{name}` is a shell builtin"),
+                "run the builtin without exec",
+            )
+            .at_arg(0);
+            d.offset = Some(name_offset);
+            deny(&mut verdict, d);
+            self.push(verdict);
+            return;
+        }
+        if BUILTINS.contains(&name.as_str()) {
+            verdict.kind = "builtin";
+            if let Err(d) = self.builtin(&name, c, argv.as_deref()) {
+                deny(&mut verdict, d);
+            }
+            self.push(verdict);
+            self.after(c, Some(&name));
+            return;
+        }
+        verdict.kind = "program";
+        if let Some((rule, hint)) = refused_builtin(&name) {
+            let mut d = Denial::new(
+                rule,
+                format!("`{name}` is a shell builtin agent-rsh does not run"),
+                hint,
+            )
+            .at_arg(0);
+            d.offset = Some(name_offset);
+            deny(&mut verdict, d);
+            self.push(verdict);
+            return;
+        }
+        let program = match self.resolve(&name) {
+            Ok(p) => p,
+            Err(mut d) => {
+                d.offset = Some(name_offset);
+                deny(&mut verdict, d);
+                self.push(verdict);
+                return;
+            }
+        };
+        verdict.program = Some(program.clone());
+        let Some(argv) = argv else {
+            // The arguments depend on the run: judged after expansion.
+            verdict.verdict = "atRunTime";
+            self.out.resolved[c.id] = Some(Resolved {
+                program,
+                checked: false,
+            });
+            self.push(verdict);
+            return;
+        };
+        let policy = self.policy;
+        let explain = self.explain;
+        let mut resolve = |n: &str| self.resolve(n);
+        let j = judge::judge(policy, &argv, &mut resolve, explain);
+        verdict.warnings = j.warnings().collect();
+        self.out.warnings.extend(verdict.warnings.iter().cloned());
+        if let Some(mut d) = j.denial {
+            d.offset = d
+                .arg_index
+                .and_then(|i| offsets.get(i).copied())
+                .or(Some(c.offset));
+            deny(&mut verdict, d);
+        } else {
+            self.out.resolved[c.id] = Some(Resolved {
+                program,
+                checked: true,
+            });
+        }
+        self.push(verdict);
+    }
+
+    /// What a command does to the static cwd.
+    fn after(&mut self, c: &SimpleCommand, name: Option<&str>) {
+        if name.is_none() || name == Some("cd") {
+            let _ = c;
+            self.cwd = None;
+        }
+    }
+
+    fn builtin(
+        &mut self,
+        name: &str,
+        c: &SimpleCommand,
+        argv: Option<&[String]>,
+    ) -> Result<(), Denial> {
+        let at = |d: Denial, i: usize| {
+            let mut d = d.at_arg(i);
+            d.offset = c.words.get(i).map(|w| w.offset).or(Some(c.offset));
+            d
+        };
+        match name {
+            "cd" => {
+                let Some(argv) = argv else { return Ok(()) };
+                let args: Vec<&String> = argv[1..].iter().filter(|a| *a != "--").collect();
+                if args.len() > 1 {
+                    return Err(at(
+                        Denial::new(
+                            "syntax.unsupported",
+                            "cd takes one directory",
+                            "write `cd DIR`",
+                        ),
+                        2,
+                    ));
+                }
+                if let Some(target) = args.first()
+                    && target.as_str() != "-"
+                    && let Err(d) = self.cd_target(target)
+                {
+                    return Err(at(d, 1));
+                }
+                Ok(())
+            }
+            "export" | "unset" => {
+                let Some(argv) = argv else { return Ok(()) };
+                if argv.len() == 1 && name == "export" {
+                    return Err(at(
+                        Denial::new(
+                            "syntax.unsupported",
+                            "`export` without names",
+                            "print the environment with an allowed program such as `env`",
+                        ),
+                        0,
+                    ));
+                }
+                for (i, a) in argv.iter().enumerate().skip(1) {
+                    if a.starts_with('-') {
+                        if name == "unset" && a == "-v" {
+                            continue;
+                        }
+                        return Err(at(
+                            Denial::new(
+                                "syntax.unsupported",
+                                format!("`{name} {a}`"),
+                                "use the plain form: export NAME=value, unset NAME",
+                            ),
+                            i,
+                        ));
+                    }
+                    let n = a.split('=').next().unwrap_or(a);
+                    if !crate::lex::is_identifier(n) {
+                        continue; // bash reports it and goes on
+                    }
+                    let off = c.words.get(i).map_or(c.offset, |w| w.offset);
+                    screen_name(n, off)?;
+                }
+                Ok(())
+            }
+            "set" => {
+                let Some(argv) = argv else { return Ok(()) };
+                super::options::parse_set(&argv[1..])
+                    .map(|_| ())
+                    .map_err(|(i, d)| at(d, i + 1))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn cd_target(&self, target: &str) -> Result<(), Denial> {
+        let outside = || {
+            Denial::new(
+                "cd.outside",
+                format!("`cd {target}` leaves the workspace"),
+                "stay inside the workspace; give a directory relative to it",
+            )
+        };
+        if target.starts_with('/') {
+            let abs = normalize(Path::new(target)).ok_or_else(outside)?;
+            if self.ctx.workspace.is_some_and(|w| abs.starts_with(w)) {
+                return Ok(());
+            }
+            return Err(outside());
+        }
+        if let Some(cwd) = &self.cwd
+            && normalize(&Path::new("/").join(cwd).join(target)).is_none()
+        {
+            return Err(outside());
+        }
+        Ok(())
+    }
+
+    fn redirect(&self, script: &Script, r: &Redirect) -> Result<(), Denial> {
+        let _ = script;
+        if !r.op.writes() {
+            return Ok(());
+        }
+        let RedirTarget::Word(w) = &r.target else {
+            return Ok(());
+        };
+        let Some(target) = expand::static_string(w) else {
+            return Ok(());
+        };
+        let outside = || {
+            let mut d = Denial::new(
+                "redirect.outside",
+                format!(
+                    "the redirection writes to `{target}`, outside the workspace and the policy's write scopes"
+                ),
+                "write inside the workspace (a relative path), or to /dev/null",
+            );
+            d.offset = Some(r.offset);
+            d
+        };
+        if target.starts_with('/') {
+            let abs = normalize(Path::new(&target)).ok_or_else(outside)?;
+            if writable(self.policy, self.ctx.workspace, &abs) {
+                return Ok(());
+            }
+            return Err(outside());
+        }
+        if let Some(cwd) = &self.cwd
+            && normalize(&Path::new("/").join(cwd).join(&target)).is_none()
+        {
+            return Err(outside());
+        }
+        Ok(())
+    }
+}

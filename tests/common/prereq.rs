@@ -1,0 +1,169 @@
+//! What the end-to-end tests need beyond the Rust toolchain, set up by the
+//! tests themselves: a venv with the MCP Python SDK, an npm install of the
+//! MCP TypeScript SDK clients, both under `target/tmp` and reused by later
+//! runs. A test whose prerequisite cannot be had (no python3, node, tmux,
+//! root...) is skipped with a line on stderr, but fails under `CI=true`,
+//! where a skip would pass silently.
+
+use super::root;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// True when the environment says this is a CI run.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Returns false (the test should return) after saying why it is skipped;
+/// under CI the missing prerequisite is a failure instead.
+pub fn unavailable(test: &str, why: &str) -> bool {
+    if in_ci() {
+        panic!("{test}: {why}; CI=true, so this is a failure, not a skip (.ci/run installs it)");
+    }
+    eprintln!("SKIPPED {test}: {why} (set CI=true to make this a failure)");
+    false
+}
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{:?} {:?} failed ({}): {}",
+            cmd.get_program(),
+            cmd.get_args().collect::<Vec<_>>(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn tmp_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The MCP Python SDK version the Python client test was written against.
+pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
+
+/// An interpreter that imports the MCP Python SDK: `$AGENT_RSH_TEST_PYTHON`,
+/// else a venv made (once) under target/tmp with `pip install mcp`.
+pub fn python_with_mcp() -> Result<PathBuf, String> {
+    if let Ok(p) = std::env::var("AGENT_RSH_TEST_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let venv = tmp_dir("mcp-python").join("venv");
+    let py = venv.join("bin/python");
+    let stamp = venv.join(".agent-rsh-installed");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == MCP_PYTHON_SDK) {
+        return Ok(py);
+    }
+    run(Command::new("python3").args(["-c", "import sys; assert sys.version_info >= (3, 10)"]))
+        .map_err(|e| format!("python3 (3.10 or later) is needed: {e}"))?;
+    run(Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg("--clear")
+        .arg(&venv))
+    .map_err(|e| format!("cannot make a venv (Debian: apt-get install python3-venv): {e}"))?;
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        MCP_PYTHON_SDK,
+    ]))?;
+    std::fs::write(&stamp, MCP_PYTHON_SDK).unwrap();
+    Ok(py)
+}
+
+/// A directory with the TypeScript client script and its npm packages
+/// (tests/mcp-ts/package.json, installed once under target/tmp), and the
+/// node to run it with.
+pub fn typescript_clients() -> Result<PathBuf, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts");
+    let dir = tmp_dir("mcp-ts");
+    let major = run(Command::new("node").args(["-p", "process.versions.node.split('.')[0]"]))
+        .map_err(|e| format!("node (20 or later) is needed: {e}"))?;
+    if major.parse::<u32>().unwrap_or(0) < 20 {
+        return Err(format!(
+            "node {major} is too old; the TypeScript SDK needs 20 or later"
+        ));
+    }
+    let manifest = std::fs::read_to_string(src.join("package.json")).unwrap();
+    let stamp = dir.join(".agent-rsh-installed");
+    std::fs::copy(src.join("client.mjs"), dir.join("client.mjs")).unwrap();
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == manifest) {
+        return Ok(dir);
+    }
+    std::fs::write(dir.join("package.json"), &manifest).unwrap();
+    run(Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--no-package-lock",
+            "--loglevel=error",
+        ])
+        .current_dir(&dir))
+    .map_err(|e| format!("npm install of the MCP TypeScript SDK failed: {e}"))?;
+    std::fs::write(&stamp, manifest).unwrap();
+    Ok(dir)
+}
+
+/// Whether `program` is an executable on PATH.
+pub fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// True when the test can run: root (when `needs_root`) and every program
+/// on PATH. Otherwise the test is skipped, or fails under CI.
+pub fn ready(test: &str, needs_root: bool, programs: &[&str]) -> bool {
+    if needs_root && !root() {
+        return unavailable(test, "needs root (it creates throwaway accounts)");
+    }
+    let missing: Vec<&str> = programs.iter().copied().filter(|p| !on_path(p)).collect();
+    if !missing.is_empty() {
+        return unavailable(
+            test,
+            &format!(
+                "needs {} on PATH (Debian packages: tmux, procps, passwd, util-linux, git)",
+                missing.join(", ")
+            ),
+        );
+    }
+    true
+}
+
+/// A venv with pytest (made once under target/tmp from /usr/bin/python3,
+/// which the policies' read scopes cover), for the coding profile's test.
+pub fn pytest_venv() -> Result<PathBuf, String> {
+    let venv = tmp_dir("pytest").join("venv");
+    let stamp = venv.join(".agent-rsh-installed");
+    if stamp.exists() {
+        return Ok(venv);
+    }
+    run(Command::new("/usr/bin/python3")
+        .arg("-m")
+        .arg("venv")
+        .arg("--clear")
+        .arg(&venv))
+    .map_err(|e| format!("cannot make a venv with /usr/bin/python3 (Debian: python3-venv): {e}"))?;
+    run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "pytest",
+    ]))?;
+    std::fs::write(&stamp, "pytest").unwrap();
+    Ok(venv)
+}

@@ -1,0 +1,360 @@
+//! End-to-end tests of compound commands: the shapes agents write, the
+//! refusals (rule, offset, hint) and that a refused script runs and
+//! writes nothing; the run-time check of commands built by expansions;
+//! the `commands` report; `check --json`.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+use crate::common::BIN;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    policy: PathBuf,
+    ws: PathBuf,
+}
+
+fn setup(extra: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "confinement = \"best-effort\"\n{extra}\n[commands]\nallow = [\"cat\", \"echo\", \"ls\", \"grep\", \"head\", \"sed\", \"wc\", \"python3\", \"mkdir\", \"touch\", \"printf\", \"sort\", \"find\", \"test\", \"tr\", \"seq\", \"rm\"]\n"
+        ),
+    )
+    .unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    Setup {
+        _dir: dir,
+        policy,
+        ws,
+    }
+}
+
+impl Setup {
+    fn run(&self, script: &str) -> (Value, i32) {
+        let out = Command::new(BIN)
+            .args(["run", "--json", "--policy"])
+            .arg(&self.policy)
+            .arg("--workspace")
+            .arg(&self.ws)
+            .arg("--")
+            .arg(script)
+            .env_remove("AGENT_RSH_POLICY")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        (v, out.status.code().unwrap_or(-1))
+    }
+
+    fn ok(&self, script: &str) -> String {
+        let (v, code) = self.run(script);
+        assert_eq!(code, 0, "{script}: {v:#}");
+        v["stdout"].as_str().unwrap().to_string()
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.ws.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    fn files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn python3() -> bool {
+    Path::new("/usr/bin/python3").exists()
+}
+
+#[test]
+fn here_documents_write_files() {
+    let s = setup("");
+    let out = s.ok(
+        "cat <<'EOF' > f.py\nprint('$HOME is not expanded')\nx = \"`id`\"\nEOF\ncat f.py | wc -l",
+    );
+    assert_eq!(out.trim(), "2");
+    assert_eq!(
+        s.file("f.py"),
+        "print('$HOME is not expanded')\nx = \"`id`\"\n"
+    );
+    // An unquoted delimiter expands; <<- strips leading tabs.
+    s.ok("name=world\ncat <<EOF > g.txt\nhello $name\n\\$literal\nEOF\ncat <<-END >> g.txt\n\tindented\n\tEND");
+    assert_eq!(s.file("g.txt"), "hello world\n$literal\nindented\n");
+}
+
+#[test]
+fn lists_cd_and_fallbacks() {
+    let s = setup("");
+    std::fs::create_dir(s.ws.join("src")).unwrap();
+    std::fs::write(s.ws.join("src/a.txt"), "alpha\nbeta\n").unwrap();
+    assert_eq!(s.ok("mkdir -p out && echo made"), "made\n");
+    assert_eq!(s.ok("cd src && ls && cat a.txt | grep b"), "a.txt\nbeta\n");
+    // cd lasts for the script; bare cd goes back to the workspace root.
+    assert_eq!(s.ok("cd src; cd; ls -d src"), "src\n");
+    assert_eq!(
+        s.ok("cat missing.txt 2>/dev/null || echo fallback"),
+        "fallback\n"
+    );
+    assert_eq!(s.ok("false; echo $?"), "1\n");
+    assert_eq!(
+        s.ok("echo one > o.txt; echo two >> o.txt; cat o.txt"),
+        "one\ntwo\n"
+    );
+    assert_eq!(s.ok("seq 1 20 | sed -n '3,5p' | head -n 2"), "3\n4\n");
+    assert_eq!(s.ok("ls src/*.txt"), "src/a.txt\n");
+    assert_eq!(
+        s.ok("echo {a,b}.txt ~/x | tr ' ' '\\n' | head -n 2"),
+        "a.txt\nb.txt\n"
+    );
+    // ~ is $HOME, as in bash: for a persistent workspace that is its state
+    // directory outside the tree, not the workspace.
+    let home = s.ok("echo $HOME");
+    assert!(!home.trim().is_empty());
+    assert_eq!(s.ok("echo ~"), home);
+}
+
+#[test]
+fn multi_line_python() {
+    if !python3() {
+        return;
+    }
+    // The inline-code rule is the policy's business, not the syntax's.
+    let s = setup("[packs]\nrules_off = [\"args.python.inline-code\"]");
+    let out = s.ok("python3 -c \"\nimport sys\nfor i in range(3):\n    print(i)\n\" | wc -l");
+    assert_eq!(out.trim(), "3");
+}
+
+#[test]
+fn variables_expansions_and_control_flow() {
+    let s = setup("");
+    assert_eq!(
+        s.ok("x='a  b'; echo $x \"$x\" ${y:-dflt}"),
+        "a b a  b dflt\n"
+    );
+    assert_eq!(
+        s.ok("f=report.tar.gz; echo ${f%%.*} ${f#*.}"),
+        "report tar.gz\n"
+    );
+    assert_eq!(s.ok("n=$(echo 3); echo \"n=$n\" `echo bq`"), "n=3 bq\n");
+    assert_eq!(
+        s.ok("for i in 1 2 3; do if test $i = 2; then continue; fi; echo $i; done"),
+        "1\n3\n"
+    );
+    assert_eq!(
+        s.ok("case x.py in *.rs) echo rust;; *.py) echo python;; esac"),
+        "python\n"
+    );
+    assert_eq!(
+        s.ok("touch stop; while test -f stop; do rm stop; echo once; done"),
+        "once\n"
+    );
+    assert_eq!(s.ok("export K=v; printf '%s\\n' \"$K\""), "v\n");
+    // set -e stops at the first failure; pipefail reports it.
+    let (v, code) = s.run("set -e; echo a; false; echo never");
+    assert_eq!((code, v["stdout"].as_str().unwrap()), (1, "a\n"));
+    let (_, code) = s.run("set -o pipefail; false | cat");
+    assert_eq!(code, 1);
+    let (_, code) = s.run("false | cat");
+    assert_eq!(code, 0);
+    let (v, code) = s.run("set -u; echo $nope");
+    assert_eq!(code, 127, "{v:#}");
+    let (_, code) = s.run("exit 7");
+    assert_eq!(code, 7);
+}
+
+#[test]
+fn the_result_lists_each_command() {
+    let s = setup("");
+    let (v, code) = s.run("echo a | grep -c a; cd .; false || echo b");
+    assert_eq!(code, 0);
+    assert_eq!(v["argv"], serde_json::json!([]));
+    let cmds = v["commands"].as_array().unwrap();
+    let shown: Vec<(String, i64, i64)> = cmds
+        .iter()
+        .map(|c| {
+            (
+                c["argv"][0].as_str().unwrap().to_string(),
+                c["exitCode"].as_i64().unwrap(),
+                c["offset"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            ("echo".into(), 0, 0),
+            ("grep".into(), 0, 9),
+            ("cd".into(), 0, 20),
+            ("false".into(), 1, 26),
+            ("echo".into(), 0, 35),
+        ]
+    );
+    assert!(cmds.iter().all(|c| c["durationMs"].is_u64()));
+}
+
+#[test]
+fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
+    let s = setup("");
+    let cases: &[(&str, &str, u64)] = &[
+        ("ls | id", "command.not-allowed", 5),
+        ("echo hi > m.txt && id", "command.not-allowed", 19),
+        ("touch made; echo $(id)", "command.not-allowed", 19),
+        (
+            "touch made; echo x > /etc/agent-rsh-test",
+            "redirect.outside",
+            19,
+        ),
+        ("touch made; echo x > ../escape", "redirect.outside", 19),
+        ("touch made; sleep 5 &", "syntax.background", 20),
+        ("touch made; cat <(ls)", "syntax.process-substitution", 16),
+        ("touch made; eval ls", "syntax.eval", 12),
+        ("touch made; exec cd /", "syntax.exec", 17),
+        ("touch made; exec id", "command.not-allowed", 17),
+        ("touch made; source x.sh", "syntax.source", 12),
+        ("touch made; f() { ls; }", "syntax.function", 12),
+        ("touch made; cd /etc && ls", "cd.outside", 15),
+        ("touch made; find . -exec id \\;", "command.not-allowed", 25),
+        ("touch made; LD_PRELOAD=x ls", "env.dangerous", 12),
+        ("touch made; if true; then", "syntax.error", 25),
+        ("touch made; echo $((1+1))", "syntax.arithmetic", 17),
+    ];
+    for (script, rule, offset) in cases {
+        let (v, code) = s.run(script);
+        assert_eq!(code, 126, "{script}: {v:#}");
+        assert_eq!(v["status"], "denied", "{script}");
+        assert_eq!(v["denial"]["rule"], *rule, "{script}: {v:#}");
+        assert_eq!(v["denial"]["offset"], *offset, "{script}: {v:#}");
+        assert!(
+            v["denial"]["hint"].as_str().is_some_and(|h| !h.is_empty()),
+            "{script}"
+        );
+        assert!(v.get("commands").is_none(), "nothing ran: {script}");
+    }
+    assert!(
+        s.files().is_empty(),
+        "a refused script wrote {:?}",
+        s.files()
+    );
+    assert!(!Path::new("/etc/agent-rsh-test").exists());
+}
+
+#[test]
+fn commands_built_by_expansions_are_checked_before_exec() {
+    let s = setup("");
+    // The command name comes from a variable: checked at run time; the
+    // script stops there with 126, after what ran before it.
+    let (v, code) = s.run("echo before; p=id; $p; echo after");
+    assert_eq!(code, 126, "{v:#}");
+    assert_eq!(v["status"], "denied");
+    assert_eq!(v["denial"]["rule"], "command.not-allowed");
+    assert_eq!(v["denial"]["offset"], 19);
+    assert!(
+        v["denial"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("after expansion")
+    );
+    assert_eq!(v["stdout"], "before\n");
+    assert_eq!(v["commands"].as_array().unwrap().len(), 1);
+    // Arguments from expansions meet the argument rules too.
+    let (v, code) = s.run("x=-exec; find . $x id \\;");
+    assert_eq!(code, 126, "{v:#}");
+    assert_eq!(v["denial"]["rule"], "command.not-allowed");
+    // A redirection target from a variable is checked when it is opened.
+    let (v, code) = s.run("t=/etc/agent-rsh-x; echo x > $t");
+    assert_eq!(code, 126, "{v:#}");
+    assert_eq!(v["denial"]["rule"], "redirect.outside");
+    // In a pipeline stage, the whole script stops.
+    let (v, code) = s.run("p=id; echo a | $p; echo after");
+    assert_eq!(code, 126, "{v:#}");
+    assert!(!v["stdout"].as_str().unwrap().contains("after"));
+}
+
+#[test]
+fn globs_are_matched_by_the_confined_process() {
+    let s = setup("");
+    for f in ["b.rs", "a.rs", ".hidden.rs", "c.txt"] {
+        std::fs::write(s.ws.join(f), "").unwrap();
+    }
+    assert_eq!(s.ok("echo *.rs"), "a.rs b.rs\n");
+    assert_eq!(s.ok("echo .*.rs"), ".hidden.rs\n");
+    assert_eq!(s.ok("echo *.none"), "*.none\n");
+    assert_eq!(s.ok("echo '*.rs' \\*.rs"), "*.rs *.rs\n");
+}
+
+#[test]
+fn simple_syntax_keeps_the_strict_contract() {
+    let s = setup("syntax = \"simple\"");
+    let (v, code) = s.run("echo a | cat");
+    assert_eq!(code, 126);
+    assert_eq!(v["denial"]["rule"], "lex.pipe");
+    assert_eq!(v["denial"]["offset"], 7);
+    let (v, code) = s.run("cd /tmp");
+    assert_eq!(code, 126);
+    assert_eq!(v["denial"]["rule"], "command.not-allowed");
+}
+
+#[test]
+fn a_simple_command_keeps_its_fast_path() {
+    let s = setup("");
+    let (v, code) = s.run("echo 'a|b'");
+    assert_eq!(code, 0);
+    assert_eq!(v["argv"], serde_json::json!(["echo", "a|b"]));
+    assert!(v.get("commands").is_none());
+}
+
+#[test]
+fn check_json_returns_the_structure_and_each_verdict() {
+    let s = setup("");
+    let out = Command::new(BIN)
+        .args(["check", "--json", "--policy"])
+        .arg(&s.policy)
+        .arg("cat f | id; echo $x")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "deny");
+    assert_eq!(v["syntax"], "compound");
+    assert_eq!(v["denial"]["rule"], "command.not-allowed");
+    assert_eq!(v["denial"]["offset"], 8);
+    assert_eq!(
+        v["script"]["body"][0]["first"]["stages"][1]["command"]["type"],
+        "simple"
+    );
+    let verdicts: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, vec!["allow", "deny", "atRunTime"]);
+}
+
+#[test]
+fn the_interpreter_refuses_to_run_from_a_writable_place() {
+    // agent-rsh copied into the workspace would be exec'd by the run.
+    let s = setup("");
+    let copy = s.ws.join("agent-rsh");
+    std::fs::copy(BIN, &copy).unwrap();
+    let out = Command::new(&copy)
+        .args(["run", "--json", "--policy"])
+        .arg(&s.policy)
+        .arg("--workspace")
+        .arg(&s.ws)
+        .arg("echo a | cat")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("can write"), "{v:#}");
+}

@@ -1,0 +1,716 @@
+//! Differential test of compound commands: generated scripts over the
+//! supported grammar, each run by `bash --norc --noprofile -c` in one
+//! scratch directory and by `agent-rsh run` in an identical one; stdout
+//! (with each directory's path replaced by a placeholder), the exit status
+//! and the resulting files must be equal in every case.
+//!
+//! SCRIPT_CASES sets the number of scripts (default 10,000), SCRIPT_SEED
+//! the first seed; a failure prints the script and its seed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::common::BIN;
+const PROGRAMS: &[&str] = &[
+    "echo", "printf", "cat", "grep", "wc", "sort", "head", "tail", "tr", "cut", "uniq", "seq",
+    "mkdir", "touch", "rm", "test",
+];
+
+/// xorshift64*: small, seedable, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn chance(&mut self, pct: usize) -> bool {
+        self.below(100) < pct
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len())]
+    }
+}
+
+struct Gen {
+    r: Rng,
+    depth: usize,
+    /// Here-document bodies waiting for the end of the current line.
+    pending: Vec<String>,
+    loops: usize,
+    piped: usize,
+}
+
+/// Files commands read and write (`sub` holds the same ones, so a `cd sub`
+/// changes nothing about which exist). Shell error messages differ from
+/// bash's by design, so the scripts avoid them: inputs always exist and
+/// outputs are in the current directory.
+const FILES: &[&str] = &["a.txt", "b.txt", "c.log", "new.txt", "out", "sp ace"];
+const INPUTS: &[&str] = &["a.txt", "b.txt", "c.log"];
+const VARS: &[&str] = &["X", "Y", "Z", "lst"];
+
+impl Gen {
+    fn file(&mut self) -> String {
+        let f = self.r.pick(FILES);
+        if f.contains(' ') {
+            format!("'{f}'")
+        } else {
+            f.to_string()
+        }
+    }
+
+    fn plain_word(&mut self) -> String {
+        self.r
+            .pick(&[
+                "a", "b", "hello", "x1", "foo", "bar", "A", "3", "10", "-", "a.txt", "%s", "x=y",
+                "a,b", "+", "@", "ab:cd", "Q", "e",
+            ])
+            .to_string()
+    }
+
+    /// An argument word, exercising quoting and expansions.
+    fn word(&mut self) -> String {
+        match self.r.below(30) {
+            0..=7 => self.plain_word(),
+            8 => format!("'{} {}'", self.plain_word(), self.plain_word()),
+            9 => format!("\"{}  {}\"", self.plain_word(), self.plain_word()),
+            10 => format!("${}", self.r.pick(VARS)),
+            11 => format!("\"${}\"", self.r.pick(VARS)),
+            12 => format!("${{{}:-{}}}", self.r.pick(VARS), self.plain_word()),
+            13 => format!("\"${{{}:+set}}\"", self.r.pick(VARS)),
+            14 => format!("${{#{}}}", self.r.pick(VARS)),
+            15 => "$?".into(),
+            16 => self
+                .r
+                .pick(&[
+                    "*.txt", "*", "s*", "?.txt", "[ab]*", "sub/*", "*.none", "[!a]*", ".h*",
+                ])
+                .to_string(),
+            17 => self
+                .r
+                .pick(&[
+                    "{a,b}",
+                    "x{1,2}y",
+                    "{1..3}",
+                    "{c..a}",
+                    "{a,b}{c,d}",
+                    "{x}",
+                    "pre{,1}",
+                ])
+                .to_string(),
+            18 => format!("$({})", self.inner_command()),
+            19 => format!("\"$({})\"", self.inner_command()),
+            20 => "~".into(),
+            21 => "~/sub".into(),
+            22 => format!("a\\ {}", self.plain_word()),
+            23 => format!(
+                "{}\"{}\"'{}'",
+                self.plain_word(),
+                self.plain_word(),
+                self.plain_word()
+            ),
+            24 => format!("\"${{{}#*.}}\"", self.r.pick(VARS)),
+            25 => format!("${{{}%.*}}", self.r.pick(VARS)),
+            26 => "\"a\\\"b\\\\c\\$d\"".into(),
+            27 => format!("`echo {}`", self.plain_word()),
+            28 => "$'t\\tq'".into(),
+            _ => "''".into(),
+        }
+    }
+
+    /// A short command for substitutions.
+    fn inner_command(&mut self) -> String {
+        match self.r.below(6) {
+            0 => format!("echo {}", self.word_simple()),
+            1 => format!("cat {} | wc -l", self.file()),
+            2 => "seq 3".into(),
+            3 => format!("printf '%s-' {} {}", self.word_simple(), self.word_simple()),
+            4 => format!("head -n 1 {}", self.file()),
+            _ => "pwd".into(),
+        }
+    }
+
+    fn word_simple(&mut self) -> String {
+        match self.r.below(4) {
+            0 => format!("${}", self.r.pick(VARS)),
+            _ => self.plain_word(),
+        }
+    }
+
+    fn words(&mut self, max: usize) -> String {
+        let n = self.r.below(max + 1);
+        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
+    }
+
+    fn redirect(&mut self) -> String {
+        match self.r.below(12) {
+            0 => format!("> {}", self.file()),
+            1 => format!(">> {}", self.file()),
+            2 => "2>/dev/null".into(),
+            3 => "2>&1".into(),
+            4 => format!("2> {}", self.file()),
+            5 => format!("< {}", self.r.pick(INPUTS)),
+            6 => format!("<<< {}", self.word()),
+            7 => format!("&> {}", self.file()),
+            8 => ">/dev/null".into(),
+            9 => format!(">{}", self.file()),
+            10 => {
+                let quoted = self.r.chance(50);
+                let body = if quoted {
+                    "body $X `q` \\ 'a'\nline 2".to_string()
+                } else {
+                    "body $X ${Y:-y} \\$lit \"q\"\n$(echo sub)".to_string()
+                };
+                self.pending.push(format!("{body}\nEOF"));
+                if quoted {
+                    "<<'EOF'".into()
+                } else {
+                    "<<EOF".into()
+                }
+            }
+            _ => "1>&2".into(),
+        }
+    }
+
+    fn simple(&mut self) -> String {
+        let mut s = String::new();
+        if self.r.chance(8) {
+            s.push_str(&format!("{}={} ", self.r.pick(VARS), self.word_simple()));
+        }
+        let cmd = match self.r.below(26) {
+            0..=3 => format!("echo {}", self.words(3)),
+            4 => format!("echo -n {}", self.words(2)),
+            5 => format!("printf '%s\\n' {}", self.words(3)),
+            6 => format!("printf '[%s]' {}", self.words(2)),
+            7 => format!("cat {}", self.file()),
+            8 => format!(
+                "grep {}{} {}",
+                self.r.pick(&["", "-c ", "-v ", "-i "]),
+                self.r.pick(&["a", "line", "x", "^b", "[0-9]"]),
+                self.file()
+            ),
+            9 => format!("wc {}", self.r.pick(&["-l", "-c", "-w"])),
+            10 => format!("sort {}", self.r.pick(&["", "-r", "-n", "-u"])),
+            11 => format!("head -n {}", self.r.below(3) + 1),
+            12 => format!("tail -n {}", self.r.below(3) + 1),
+            13 => format!("tr {}", self.r.pick(&["a-z A-Z", "-d a", "a b"])),
+            14 => format!("cut {}", self.r.pick(&["-c1-2", "-d: -f1", "-c2"])),
+            15 => format!("uniq {}", self.r.pick(&["", "-c"])),
+            16 => format!("seq {}", self.r.pick(&["3", "2 4", "0"])),
+            17 => format!("mkdir -p {}", self.r.pick(&["d1", "d1/d2", "sub"])),
+            18 => format!("touch {}", self.file()),
+            19 => format!("rm -f {}", self.r.pick(&["new.txt", "out", "'sp ace'"])),
+            20 => format!(
+                "test {}",
+                self.r.pick(&[
+                    "-f a.txt",
+                    "-d sub",
+                    "-f none",
+                    "-n \"$X\"",
+                    "-z \"$Y\"",
+                    "a = a",
+                    "a = b"
+                ])
+            ),
+            21 => self.r.pick(&["true", "false", ":", "pwd"]).to_string(),
+            // Not `cd` alone nor `cd ~`: in a persistent workspace HOME is
+            // its state directory, where bash goes and the interpreter does
+            // not (bare `cd` returns to the workspace root; README).
+            22 => format!(
+                "cd {}",
+                self.r
+                    .pick(&["sub", ".", "sub/", "sub/.", "\"$PWD\"", "\"$PWD/sub\""])
+            ),
+            23 => format!("{}={}", self.r.pick(VARS), self.word()),
+            24 => format!("export {}={}", self.r.pick(VARS), self.word_simple()),
+            _ => format!("echo {} {}", self.word(), self.word()),
+        };
+        s.push_str(&cmd);
+        if self.r.chance(25) {
+            s.push(' ');
+            s.push_str(&self.redirect());
+        }
+        s
+    }
+
+    fn command(&mut self) -> String {
+        if self.depth >= 2 || self.r.chance(if self.depth == 0 { 70 } else { 85 }) {
+            return self.simple();
+        }
+        self.depth += 1;
+        let c = match self.r.below(8) {
+            0 => format!("{{ {}; }}", self.list(2)),
+            1 => format!("( {} )", self.list(2)),
+            2 => format!(
+                "if {}; then {}; else {}; fi",
+                self.pipeline(),
+                self.list(2),
+                self.list(1)
+            ),
+            3 => format!("if {}; then {}; fi", self.pipeline(), self.list(2)),
+            4 if self.loops < 2 => {
+                self.loops += 1;
+                format!(
+                    "for {} in {}; do {}; done",
+                    self.r.pick(VARS),
+                    self.words(3),
+                    self.list(2)
+                )
+            }
+            5 => format!(
+                "case {} in a|b) {};; *.txt) {};; *) {};; esac",
+                self.word(),
+                self.simple(),
+                self.simple(),
+                self.simple()
+            ),
+            6 if self.loops < 2 => {
+                self.loops += 1;
+                "while test ! -f stop; do touch stop; echo looped; done".to_string()
+            }
+            _ => self.simple(),
+        };
+        self.depth -= 1;
+        if self.r.chance(10) && !c.starts_with("echo") {
+            format!("{c} {}", self.redirect_no_heredoc())
+        } else {
+            c
+        }
+    }
+
+    fn redirect_no_heredoc(&mut self) -> String {
+        loop {
+            let r = self.redirect();
+            if !r.starts_with("<<'") && !r.starts_with("<<E") {
+                return r;
+            }
+            self.pending.pop();
+        }
+    }
+
+    fn pipeline(&mut self) -> String {
+        let mut s = String::new();
+        if self.r.chance(8) {
+            s.push_str("! ");
+        }
+        s.push_str(&self.command());
+        let extra = match self.r.below(10) {
+            0..=6 => 0,
+            7..=8 => 1,
+            _ => 2,
+        };
+        // Later stages read their input, so no stage races a reader that
+        // already left (bash and agent-rsh would both be at the mercy of
+        // SIGPIPE timing).
+        // `|&` only after a simple command: after a compound one, its
+        // stages' stdout and stderr would race into the pipe.
+        let simple_left = !s.contains(['{', '(', ';']);
+        for _ in 0..extra {
+            s.push_str(if simple_left && self.r.chance(15) {
+                " |& "
+            } else {
+                " | "
+            });
+            s.push_str(&self.filter());
+        }
+        s
+    }
+
+    fn filter(&mut self) -> String {
+        let f = match self.r.below(11) {
+            0 => "cat".to_string(),
+            1 => format!("wc {}", self.r.pick(&["-l", "-c", "-w"])),
+            2 => format!("sort {}", self.r.pick(&["", "-r", "-n", "-u"])),
+            3 => format!("tr {}", self.r.pick(&["a-z A-Z", "-d a", "a b"])),
+            4 => format!("cut {}", self.r.pick(&["-c1-2", "-d: -f1", "-c2"])),
+            5 => format!("uniq {}", self.r.pick(&["", "-c"])),
+            6 => format!("grep {}", self.r.pick(&["a", "-v x", "-c line", "^b"])),
+            7 => format!("tail -n {}", self.r.below(3) + 1),
+            8 => format!("{{ cat; echo {}; }}", self.word()),
+            9 => "( sort; echo end )".to_string(),
+            _ => {
+                self.piped += 1;
+                // A dotfile: no glob of the script sees it appear.
+                format!("cat > .piped{}", self.piped)
+            }
+        };
+        if self.r.chance(10) {
+            format!("{f} 2>/dev/null")
+        } else {
+            f
+        }
+    }
+
+    fn and_or(&mut self) -> String {
+        let mut s = self.pipeline();
+        for _ in 0..self.r.below(3).saturating_sub(1) {
+            s.push_str(if self.r.chance(50) { " && " } else { " || " });
+            s.push_str(&self.pipeline());
+        }
+        s
+    }
+
+    fn list(&mut self, max: usize) -> String {
+        let n = 1 + self.r.below(max);
+        (0..n).map(|_| self.and_or()).collect::<Vec<_>>().join("; ")
+    }
+
+    fn script(&mut self) -> String {
+        let mut lines = Vec::new();
+        if self.r.chance(10) {
+            let set = self
+                .r
+                .pick(&["set -e", "set -o pipefail", "set -eo pipefail", "set -u"]);
+            if set == "set -u" {
+                lines.push("X=1 Y= Z=a.b.c lst='q r'".to_string());
+            }
+            lines.push(set.to_string());
+        }
+        for _ in 0..1 + self.r.below(3) {
+            let line = self.list(2);
+            lines.push(line);
+            for body in std::mem::take(&mut self.pending) {
+                lines.push(body);
+            }
+        }
+        if self.r.chance(5) {
+            lines.push(
+                self.r
+                    .pick(&[
+                        "exec echo last",
+                        "exec >> out 2>&1; echo logged",
+                        "exec cat a.txt",
+                    ])
+                    .to_string(),
+            );
+        }
+        lines.join("\n")
+    }
+}
+
+fn setup(dir: &Path) {
+    std::fs::write(dir.join("a.txt"), "line one\nbeta\nline 3\nalpha\n").unwrap();
+    std::fs::write(dir.join("b.txt"), "b:2\na:1\nb:2\n10\n9\n").unwrap();
+    std::fs::write(dir.join("c.log"), "x\n").unwrap();
+    std::fs::write(dir.join(".hid"), "hidden\n").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/d.txt"), "in sub\n").unwrap();
+    for f in ["a.txt", "b.txt", "c.log"] {
+        std::fs::copy(dir.join(f), dir.join("sub").join(f)).unwrap();
+    }
+    std::fs::write(dir.join("sp ace"), "spaced\n").unwrap();
+}
+
+/// Output as compared: the shells' own message prefixes are the only
+/// difference allowed.
+fn normal(text: &str, _dir: &Path) -> String {
+    let t = text;
+    let mut out = String::new();
+    for line in t.split_inclusive('\n') {
+        let line = if let Some(rest) = line.strip_prefix("bash: line ") {
+            match rest.find(": ") {
+                Some(i) => format!("<SH>: {}", &rest[i + 2..]),
+                None => line.to_string(),
+            }
+        } else if let Some(rest) = line.strip_prefix("agent-rsh: ") {
+            format!("<SH>: {rest}")
+        } else {
+            line.to_string()
+        };
+        out.push_str(&line);
+    }
+    out
+}
+
+fn tree(dir: &Path) -> BTreeMap<String, String> {
+    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<String, String>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if p.is_dir() {
+                out.insert(rel, "<dir>".into());
+                walk(root, &p, out);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+                out.insert(rel, normal(&text, root));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+struct Outcome {
+    stdout: String,
+    status: i32,
+    files: BTreeMap<String, String>,
+    stderr: String,
+}
+
+/// The HOME agent-rsh gives a run in the persistent workspace `ws`: its
+/// state directory under `$XDG_STATE_HOME` (run_agent sets it beside ws).
+fn agent_home(ws: &Path) -> PathBuf {
+    ws.parent()
+        .unwrap()
+        .join("state/agent-rsh/workspaces")
+        .join(agent_rsh::workspace::state_leaf(ws))
+}
+
+fn run_bash(script: &str, dir: &Path) -> Outcome {
+    let home = agent_home(dir);
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new("timeout")
+        .args(["10", "bash", "--norc", "--noprofile", "-c", script])
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap();
+    Outcome {
+        stdout: normal(&String::from_utf8_lossy(&out.stdout), dir),
+        status: out.status.code().unwrap_or(-1),
+        files: tree(dir),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+fn run_agent(script: &str, dir: &Path, policy: &Path) -> Outcome {
+    let out = Command::new(BIN)
+        .args(["run", "--policy"])
+        .arg(policy)
+        .arg("--workspace")
+        .arg(dir)
+        .args(["--timeout", "10000", "--", script])
+        .env_clear()
+        .env("XDG_STATE_HOME", dir.parent().unwrap().join("state"))
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap();
+    Outcome {
+        stdout: normal(&String::from_utf8_lossy(&out.stdout), dir),
+        status: out.status.code().unwrap_or(-1),
+        files: tree(dir),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+fn compare(seed: u64, policy: &Path) -> Result<(), String> {
+    let mut g = Gen {
+        r: Rng::new(seed),
+        depth: 0,
+        pending: Vec::new(),
+        loops: 0,
+        piped: 0,
+    };
+    let script = g.script();
+    // One directory, used by bash and then, reset, by agent-rsh: paths
+    // in the output (`pwd`, `~`) are the same for both.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("w");
+    std::fs::create_dir(&ws).unwrap();
+    setup(&ws);
+    let want = run_bash(&script, &ws);
+    std::fs::remove_dir_all(&ws).unwrap();
+    std::fs::remove_dir_all(dir.path().join("state")).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    setup(&ws);
+    let got = run_agent(&script, &ws, policy);
+    if want.stdout != got.stdout || want.status != got.status || want.files != got.files {
+        let mut diff = String::new();
+        for (k, v) in want.files.iter() {
+            if got.files.get(k) != Some(v) {
+                diff.push_str(&format!(
+                    "  {k}: bash {v:?} / agent-rsh {:?}\n",
+                    got.files.get(k)
+                ));
+            }
+        }
+        for k in got.files.keys().filter(|k| !want.files.contains_key(*k)) {
+            diff.push_str(&format!("  {k}: only agent-rsh {:?}\n", got.files[k]));
+        }
+        return Err(format!(
+            "seed {seed}\n--- script ---\n{script}\n--- bash: status {} stdout {:?}\n stderr {:?}\n--- agent-rsh: status {} stdout {:?}\n stderr {:?}\n--- files\n{diff}",
+            want.status, want.stdout, want.stderr, got.status, got.stdout, got.stderr
+        ));
+    }
+    Ok(())
+}
+
+fn policy_file(dir: &Path) -> PathBuf {
+    let p = dir.join("policy.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "confinement = \"best-effort\"\n[env]\npass = [\"LC_ALL\"]\n[commands]\nallow = {:?}\n",
+            PROGRAMS
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn generated_scripts_match_bash() {
+    let cases: usize = std::env::var("SCRIPT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let first: u64 = std::env::var("SCRIPT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let pdir = tempfile::tempdir().unwrap();
+    let policy = policy_file(pdir.path());
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= cases {
+                        return;
+                    }
+                    if let Err(e) = compare(first + i as u64, &policy) {
+                        let mut f = failures.lock().unwrap();
+                        f.push(e);
+                        if f.len() >= 5 {
+                            next.store(cases, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let f = failures.into_inner().unwrap();
+    assert!(
+        f.is_empty(),
+        "{} mismatches, first ones:\n{}",
+        f.len(),
+        f.join("\n")
+    );
+}
+
+/// The generator itself: every script it makes parses (bash would run it).
+#[test]
+fn generated_scripts_are_valid_bash() {
+    for seed in 1..300u64 {
+        let mut g = Gen {
+            r: Rng::new(seed),
+            depth: 0,
+            pending: Vec::new(),
+            loops: 0,
+            piped: 0,
+        };
+        let script = g.script();
+        let out = Command::new("bash")
+            .args(["-n", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "seed {seed}: {script}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = PROGRAMS;
+}
+
+/// bash's own reading of a script's structure: the body of `declare -f`
+/// for a function holding it.
+fn bash_structure(script: &str) -> Option<String> {
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c"])
+        .arg(format!("f() {{\n{script}\n}}\ndeclare -f f"))
+        .env_clear()
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The parser's oracle: the structure agent-rsh parsed, written back with
+/// each word spelled as in the source, reads the same to bash (`declare
+/// -f`) as the original script. Lists, pipelines, compound commands,
+/// redirections, assignments and word boundaries must all agree.
+fn same_structure(script: &str) -> Result<(), String> {
+    let parsed = agent_rsh::script::parse(script, 1 << 20)
+        .map_err(|e| format!("refused {script:?}: {e}"))?;
+    let Some(ours) = agent_rsh::script::render::verbatim(&parsed, script) else {
+        return Ok(());
+    };
+    let want = bash_structure(script);
+    let got = bash_structure(&ours);
+    if want != got || want.is_none() {
+        return Err(format!(
+            "{script:?}\n  read back as {ours:?}\n  bash: {want:?}\n  ours: {got:?}"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn scripts_parse_as_bash_parses_them() {
+    let tricky = [
+        "a;b&&c||d|e|&f",
+        "! a | b && ! c",
+        "a #c\nb",
+        "echo a#b '#' \\#x",
+        "x=1 y=$(a b) c d=2 >f 2>&1 <g",
+        "{ a; b; } >f; ( c; d ) 2>/dev/null | e",
+        "if a; then b; elif c; then d; else e; fi",
+        "while a; do b; done; until c; do d; done",
+        "for x in a \"b c\" $(d); do e $x; done",
+        "for x\ndo a; done",
+        "case $x in a|b) c;; (d) ;; *) e;& esac",
+        "echo ${x:-a b} ${y#*.} \"${z:+q}\" $'a\\tb'",
+        "echo }{ {a,b} \"}\" a{",
+        "echo a\\\nb c\\ d",
+        "python3 -c \"import x\nprint(1)\" | head -n 2",
+        "a &&\n\nb ||\nc |\nd",
+        "echo 2>f a2>g 3>h 2 >i",
+        "echo $(a $(b) \"$(c)\")",
+        "x=$(case a in a) echo b;; esac)",
+        "echo >&2 x 2<&0 3<>f",
+        "cd /tmp && ls -la | grep x > out.txt 2>&1 || echo fail",
+    ];
+    let mut failures = Vec::new();
+    for s in tricky {
+        if let Err(e) = same_structure(s) {
+            failures.push(e);
+        }
+    }
+    for seed in 1..2000u64 {
+        let mut g = Gen {
+            r: Rng::new(seed),
+            depth: 0,
+            pending: Vec::new(),
+            loops: 0,
+            piped: 0,
+        };
+        let script = g.script();
+        if let Err(e) = same_structure(&script) {
+            failures.push(format!("seed {seed}: {e}"));
+        }
+        if failures.len() > 5 {
+            break;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
