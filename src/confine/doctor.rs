@@ -90,7 +90,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 }
             }
             // Nor do the directories of the doctor's own (removed) cgroup.
-            if let Some(c) = r.pointer_mut("/resources/cgroup") {
+            if let Some(c) = r.pointer_mut("/resources") {
                 c.as_object_mut().map(|o| o.remove("paths"));
             }
             (Some(r), None::<String>)
@@ -262,16 +262,16 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             let res = &r.resources;
             println!(
                 "  resources:         {}",
-                match &res.cgroup {
-                    Some(c) => format!(
+                match res.reason {
+                    None => format!(
                         "the run's own {} (memory {}, tasks {})",
                         res.mechanism,
-                        c.memory_bytes
+                        res.memory_bytes
                             .map_or("unbounded".to_string(), |b| format!("{b} B")),
-                        c.processes
+                        res.processes
                             .map_or("unbounded".to_string(), |p| p.to_string())
                     ),
-                    None => format!(
+                    Some(_) => format!(
                         "{} (no cgroup of its own: {})",
                         res.mechanism,
                         res.reason.as_deref().unwrap_or("")

@@ -101,13 +101,27 @@ pub struct ResourcesReport {
     /// `address space only` (root, best-effort or off, nothing bounding
     /// its tasks).
     pub mechanism: &'static str,
-    /// The run's own cgroup: bounds, swap, directories (removed after the
-    /// run).
+    /// The run's cgroup: bytes of memory the whole run may use (absent:
+    /// not bounded by a cgroup).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cgroup: Option<cgroup::CgroupReport>,
-    /// What the run's cgroup counted (after the run).
+    pub memory_bytes: Option<u64>,
+    /// The run's cgroup: tasks the whole run may have at once (absent: not
+    /// bounded by a cgroup).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub events: Option<cgroup::Events>,
+    pub processes: Option<u64>,
+    /// The run's cgroup: swap held at zero, so it does not extend the
+    /// memory bound (false where the kernel does not account swap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_bounded: Option<bool>,
+    /// The run cgroup's directories (removed after the run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// After the run: processes the OOM killer ended at the memory bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_kills: Option<u64>,
+    /// After the run: forks and clones refused at the task bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids_refused: Option<u64>,
     /// The run's highest memory use, where the kernel reports it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_peak_bytes: Option<u64>,
@@ -136,8 +150,12 @@ impl ResourcesReport {
                 cgroup::Mechanism::V2 => "cgroup v2",
                 cgroup::Mechanism::V1 => "cgroup v1 memory+pids",
             },
-            cgroup: Some(cg.report().clone()),
-            events: None,
+            memory_bytes: cg.report().memory_bytes,
+            processes: cg.report().processes,
+            swap_bounded: Some(cg.report().swap_bounded),
+            paths: cg.report().paths.clone(),
+            oom_kills: None,
+            pids_refused: None,
             memory_peak_bytes: None,
             tasks_peak: None,
             enclosing_pids_max: None,
@@ -177,8 +195,12 @@ fn resources_without_cgroup(
 ) -> Result<ResourcesReport, String> {
     let mut r = ResourcesReport {
         mechanism: RESOURCES_RLIMITS,
-        cgroup: None,
-        events: None,
+        memory_bytes: None,
+        processes: None,
+        swap_bounded: None,
+        paths: Vec::new(),
+        oom_kills: None,
+        pids_refused: None,
         memory_peak_bytes: None,
         tasks_peak: None,
         enclosing_pids_max: None,
@@ -602,7 +624,8 @@ impl Confinement {
         };
         let ev = cg.events();
         let mut w = ev.warnings(cg.report());
-        self.report.resources.events = Some(ev);
+        self.report.resources.oom_kills = Some(ev.oom_kills);
+        self.report.resources.pids_refused = Some(ev.pids_refused);
         self.report.resources.memory_peak_bytes = cg.memory_peak_bytes();
         self.report.resources.tasks_peak = cg.tasks_peak();
         if let Err(e) = cg.remove() {
@@ -716,14 +739,14 @@ impl Confinement {
             RESOURCES_AS_ONLY => {
                 "RLIMIT_AS (per process) only: root's tasks are not bounded".into()
             }
-            cg => match res.cgroup.as_ref().map(|c| (c.memory_bytes, c.processes)) {
-                Some((Some(_), Some(_))) => {
+            cg => match (res.memory_bytes, res.processes) {
+                (Some(_), Some(_)) => {
                     format!("{cg}: memory and tasks of the whole run, root's included")
                 }
-                Some((None, Some(_))) => format!(
+                (None, Some(_)) => format!(
                     "{cg}: tasks of the whole run, root's included; memory not bounded (limits.memory_bytes = 0)"
                 ),
-                Some((Some(_), None)) => format!(
+                (Some(_), None) => format!(
                     "{cg}: memory of the whole run; tasks not bounded (limits.processes = 0)"
                 ),
                 _ => format!("{cg}: no bound set (limits.memory_bytes and limits.processes = 0)"),
