@@ -148,7 +148,8 @@ struct ChildSpec {
     view: bool,
     mask: libc::sigset_t,
     /// Open `cgroup.procs` files of the run's cgroup (one per hierarchy:
-    /// two for cgroup v1), written by the guardian before anything else.
+    /// v1's memory and pids `tasks`), written by the guardian before
+    /// anything else.
     cgroup: [RawFd; 2],
     cgroup_n: usize,
     /// Kept open across exec (`Plan::pass_fd`), or -1.
@@ -251,10 +252,13 @@ pub fn run(
         }
         // The guardian could not join the run's cgroup: run without it
         // where another mechanism holds the bounds (else the error stands).
+        // Reaped first: a zombie still counts as inside, and the cgroup is
+        // removed when given up.
         if let Some((Stage::Cgroup, e)) = s.exec_error
-            && confinement.give_up_cgroup(&io::Error::from_raw_os_error(e).to_string())
+            && confinement.may_run_without_cgroup()
         {
             reap(s.guardian);
+            confinement.give_up_cgroup(&io::Error::from_raw_os_error(e).to_string());
             continue;
         }
         break s;

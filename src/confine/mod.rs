@@ -592,9 +592,16 @@ impl Confinement {
         self.cgroup.as_ref().map_or(&[], |c| c.join_fds())
     }
 
+    /// Whether the run may go on without its cgroup: another mechanism
+    /// holds the bounds, or the mode allows running without.
+    pub fn may_run_without_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+            && resources_without_cgroup(self.report.mode, String::new(), &mut Vec::new()).is_ok()
+    }
+
     /// The guardian could not join the run's cgroup (`why`): run without
-    /// it when another mechanism holds the bounds (or the mode allows);
-    /// returns whether a retry without the cgroup makes sense.
+    /// it (and remove it) when `may_run_without_cgroup`; returns whether a
+    /// retry without the cgroup makes sense.
     pub fn give_up_cgroup(&mut self, why: &str) -> bool {
         if self.cgroup.is_none() {
             return false;
