@@ -171,10 +171,14 @@ impl ResourcesReport {
 /// any account. When the map cannot be read, exempt is assumed.
 pub fn nproc_exempt() -> bool {
     // SAFETY: getuid cannot fail.
-    if unsafe { libc::getuid() } != 0 {
-        return false;
-    }
-    let map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+    let uid = unsafe { libc::getuid() };
+    uid == 0
+        && nproc_exempt_by_map(&std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default())
+}
+
+/// Root is exempt when its uid map sends 0 to 0 outside (or cannot be
+/// read: exempt is the safe assumption).
+fn nproc_exempt_by_map(map: &str) -> bool {
     let outside = map.lines().find_map(|l| {
         let f: Vec<u64> = l
             .split_whitespace()
@@ -193,6 +197,24 @@ fn resources_without_cgroup(
     why: String,
     warnings: &mut Vec<String>,
 ) -> Result<ResourcesReport, String> {
+    let exempt = nproc_exempt();
+    let enclosing = if exempt {
+        cgroup::enclosing_pids_max()
+    } else {
+        None
+    };
+    fallback(mode, exempt, enclosing, why, warnings)
+}
+
+/// The decision of `resources_without_cgroup`, from what it found: whether
+/// RLIMIT_NPROC exempts the caller, and the enclosing cgroup's bound.
+fn fallback(
+    mode: ConfinementMode,
+    nproc_exempt: bool,
+    enclosing: Option<(u64, std::path::PathBuf)>,
+    why: String,
+    warnings: &mut Vec<String>,
+) -> Result<ResourcesReport, String> {
     let mut r = ResourcesReport {
         mechanism: RESOURCES_RLIMITS,
         memory_bytes: None,
@@ -207,10 +229,10 @@ fn resources_without_cgroup(
         enclosing_cgroup: None,
         reason: Some(why),
     };
-    if !nproc_exempt() {
+    if !nproc_exempt {
         return Ok(r);
     }
-    if let Some((max, dir)) = cgroup::enclosing_pids_max() {
+    if let Some((max, dir)) = enclosing {
         r.mechanism = RESOURCES_ENCLOSING;
         r.enclosing_pids_max = Some(max);
         r.enclosing_cgroup = Some(dir.display().to_string());
@@ -1013,4 +1035,59 @@ fn family_names(v: filter::Variant) -> Vec<&'static str> {
 
 pub fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_exempt_from_rlimit_nproc_unless_remapped() {
+        for (map, exempt) in [
+            ("         0          0 4294967295\n", true),
+            // A rootless container: uid 0 is 1000 outside.
+            ("0 1000 1\n1 100000 65536\n", false),
+            ("1 100000 65536\n0 0 1\n", true),
+            // Unreadable: assume exempt (the safe side).
+            ("", true),
+        ] {
+            assert_eq!(nproc_exempt_by_map(map), exempt, "{map:?}");
+        }
+    }
+
+    /// Without a cgroup of the run's own: an account is held by rlimits in
+    /// every mode; root by an enclosing pids.max, else "required" refuses
+    /// in one line and best-effort warns.
+    #[test]
+    fn without_a_cgroup_the_fallback_depends_on_who_and_the_mode() {
+        use ConfinementMode::*;
+        let enclosing = || Some((2048, std::path::PathBuf::from("/sys/fs/cgroup/pids")));
+        for mode in [Required, BestEffort, Off] {
+            let mut w = Vec::new();
+            let r = fallback(mode, false, None, "why".into(), &mut w).unwrap();
+            assert_eq!((r.mechanism, w.len()), (RESOURCES_RLIMITS, 0), "{mode:?}");
+            assert_eq!(r.reason.as_deref(), Some("why"));
+            let r = fallback(mode, true, enclosing(), "why".into(), &mut w).unwrap();
+            assert_eq!((r.mechanism, w.len()), (RESOURCES_ENCLOSING, 0), "{mode:?}");
+            assert_eq!(r.enclosing_pids_max, Some(2048));
+        }
+        let mut w = Vec::new();
+        let e = fallback(Required, true, None, "ro".into(), &mut w).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        for said in [
+            "(ro)",
+            "RLIMIT_NPROC",
+            "pids.max",
+            "--pids-limit",
+            "\"best-effort\"",
+        ] {
+            assert!(e.contains(said), "{said}: {e}");
+        }
+        let r = fallback(BestEffort, true, None, "ro".into(), &mut w).unwrap();
+        assert_eq!(r.mechanism, RESOURCES_AS_ONLY);
+        assert!(w[0].contains("limits.processes"), "{w:?}");
+        let mut w = Vec::new();
+        let r = fallback(Off, true, None, "ro".into(), &mut w).unwrap();
+        assert_eq!((r.mechanism, w.len()), (RESOURCES_AS_ONLY, 0));
+    }
 }
