@@ -616,3 +616,46 @@ fn doctor_names_what_bounds_a_run() {
         assert_eq!(res["mechanism"], "rlimits", "{v}");
     }
 }
+
+/// `jobs --gc` sweeps the run cgroups of agent-rsh processes that died
+/// without removing theirs (old enough, their pid gone).
+#[test]
+fn jobs_gc_sweeps_leftover_run_cgroups() {
+    if skip() {
+        return;
+    }
+    let layout = cgroup::layout().expect("layout as root");
+    // A pid above pid_max never exists.
+    let stale: Vec<PathBuf> = layout
+        .parents
+        .iter()
+        .map(|p| p.join(format!("4194999-{}2", std::process::id())))
+        .collect();
+    let old = libc::timespec {
+        tv_sec: 1_000_000_000,
+        tv_nsec: 0,
+    };
+    for d in &stale {
+        std::fs::create_dir(d).unwrap();
+        let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: utimensat with a NUL-terminated path and two timespecs.
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [old, old].as_ptr(), 0) };
+        assert_eq!(r, 0, "utimensat: {}", std::io::Error::last_os_error());
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = agent()
+        .env("XDG_STATE_HOME", state.path())
+        .args(["jobs", "--gc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for d in &stale {
+        // Another run's sweep may have been first.
+        let said = v["removedCgroups"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p == &Value::from(d.display().to_string())));
+        assert!(said || !d.exists(), "{} not swept: {v}", d.display());
+        assert!(!d.exists(), "{} left: {v}", d.display());
+    }
+}
