@@ -1,5 +1,5 @@
-//! `jobs --gc`: remove finished jobs, lost jobs' workspaces and the
-//! workspaces crashed runs left behind.
+//! `jobs --gc`: remove finished jobs, lost jobs' workspaces, the
+//! workspaces crashed runs left behind and their cgroups.
 
 use super::error::JobResult;
 use super::state::{Final, StateDir, SupervisorInfo, now_ms, open_lock};
@@ -18,6 +18,9 @@ pub struct GcReport {
     pub removed_jobs: Vec<String>,
     /// Workspaces removed: of lost jobs, and left by crashed runs.
     pub removed_workspaces: Vec<String>,
+    /// Run cgroups left by agent-rsh processes that were SIGKILLed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed_cgroups: Vec<String>,
     pub running: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -83,6 +86,10 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
         }
     }
     stale_workspaces(policy, retain, now, &live_workspaces, &mut rep);
+    rep.removed_cgroups = crate::confine::cgroup::gc()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     Ok(rep)
 }
 
