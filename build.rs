@@ -11,7 +11,8 @@
 //! (readable, commented); a pack that does not parse fails the build.
 //!
 //! It also lists the built-in rule ids (`rule_ids.txt`), so the policy can
-//! check `[packs]` switches when it loads without parsing the packs.
+//! check `[packs]` switches when it loads without parsing the packs, and
+//! writes the embedded default policy as JSON (`default_policy.json`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -134,4 +135,15 @@ fn main() {
         .unwrap_or_else(|e| panic!("write packs_index.rs: {e}"));
     std::fs::write(out.join("rule_ids.txt"), ids)
         .unwrap_or_else(|e| panic!("write rule_ids.txt: {e}"));
+
+    // The embedded default policy as JSON: a process without --policy reads
+    // it with the JSON parser it needs anyway, not the TOML one (a unit
+    // test checks both readings give the same policy).
+    let src = "policy/default.toml";
+    println!("cargo:rerun-if-changed={src}");
+    let text = std::fs::read_to_string(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+    let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{src}: {e}"));
+    let json = serde_json::to_string(&value).expect("TOML values serialize as JSON");
+    std::fs::write(out.join("default_policy.json"), json)
+        .unwrap_or_else(|e| panic!("write default_policy.json: {e}"));
 }
