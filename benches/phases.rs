@@ -32,6 +32,9 @@ use agent_rsh::exec::Sink;
 use agent_rsh::policy::Policy;
 use agent_rsh::result::Stream;
 use agent_rsh::workspace::Workspace;
+
+#[path = "common/minimal.rs"]
+mod minimal;
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,7 +140,7 @@ fn main() {
     // Process-level contenders, interleaved with the phase processes.
     let bin = std::env::var("AGENT_RSH_BENCH_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-rsh").into());
-    let minimal = minimal_binary();
+    let minimal = minimal::binary();
     let mut procs: Vec<(String, Vec<OsString>)> = Vec::new();
     if let Some(m) = &minimal {
         procs.push((
@@ -248,37 +251,4 @@ fn main() {
         }
     }
     println!("\n{rounds} rounds, phases and processes interleaved");
-}
-
-/// A minimal Rust binary (prints one line) built with this package's
-/// release profile, in a scratch directory under target/; None when it
-/// cannot be built.
-fn minimal_binary() -> Option<std::path::PathBuf> {
-    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-minimal");
-    let bin = target.join("target/release/minimal");
-    let manifest =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).ok()?;
-    // The same [profile.release] as agent-rsh's.
-    let profile = manifest
-        .split("\n[")
-        .find(|s| s.starts_with("profile.release]"))
-        .map(|s| format!("[{s}\n"))
-        .unwrap_or_default();
-    std::fs::create_dir_all(target.join("src")).ok()?;
-    let toml = format!(
-        "[package]\nname = \"minimal\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[workspace]\n\n{profile}"
-    );
-    std::fs::write(target.join("Cargo.toml"), toml).ok()?;
-    std::fs::write(
-        target.join("src/main.rs"),
-        "fn main() {\n    println!(\"minimal 0.1.0\");\n}\n",
-    )
-    .ok()?;
-    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "--quiet", "--manifest-path"])
-        .arg(target.join("Cargo.toml"))
-        .env_remove("RUSTFLAGS")
-        .status()
-        .ok()?;
-    (st.success() && bin.is_file()).then_some(bin)
 }
