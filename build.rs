@@ -1,26 +1,63 @@
-//! Converts the embedded packs (`packs/*.toml`) to JSON at build time.
+//! Converts the embedded packs (`packs/*.toml`) at build time into what a
+//! process reads cheaply: one JSON text per entry and an index by program.
 //!
-//! Every agent-rsh process needs the packs for its first check, and parsing
-//! 1,400 lines of TOML cost about 2.5 ms per process; the same data as JSON
-//! parses several times faster. The TOML files stay the source (readable,
-//! commented); a pack that does not parse fails the build.
+//! Every agent-rsh process checks at least one command, and parsing all
+//! 1,400 lines of TOML cost about 2.5 ms per process; all of it as JSON
+//! still cost 0.3-0.4 ms. So each `[[grammar]]`, `[[wrapper]]` and
+//! `[[rule]]` is written as its own JSON text (`packs_entries.json`, one
+//! after another), and `packs_index.rs` lists where each one lies and which
+//! entries name which program: a check parses only the entries of the
+//! programs it meets, on first use. The TOML files stay the source
+//! (readable, commented); a pack that does not parse fails the build.
 //!
 //! It also lists the built-in rule ids (`rule_ids.txt`), so the policy can
-//! check `[packs]` switches when it loads without parsing the packs.
+//! check `[packs]` switches when it loads without parsing the packs, and
+//! writes the embedded default policy as JSON (`default_policy.json`).
 
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::Path;
 
 const PACKS: &[&str] = &["grammars", "wrappers", "tools", "guards"];
+/// The entry kinds, in the order of the index's tables.
+const KINDS: &[(&str, &str)] = &[
+    ("grammar", "GRAMMAR"),
+    ("wrapper", "WRAPPER"),
+    ("rule", "RULE"),
+];
+
+#[derive(Default)]
+struct Table {
+    /// (pack file index, start, end) in packs_entries.json, in load order.
+    entries: Vec<(usize, usize, usize)>,
+    /// Exact program name -> entry indices (in load order; a name listed
+    /// twice by one entry is listed twice, as the runtime index did).
+    by_name: BTreeMap<String, Vec<usize>>,
+    /// Entries with a `prefix*` pattern, in load order, each once, with
+    /// all the names they list (so a program is matched without parsing).
+    globs: Vec<(usize, Vec<String>)>,
+}
 
 fn main() {
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     println!("cargo:rerun-if-changed=packs");
     let mut ids = String::new();
-    for name in PACKS {
+    let mut text = String::new();
+    let mut tables: Vec<Table> = KINDS.iter().map(|_| Table::default()).collect();
+    for (file, name) in PACKS.iter().enumerate() {
         let src = format!("packs/{name}.toml");
         println!("cargo:rerun-if-changed={src}");
-        let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{src}: {e}"));
-        let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let toml_text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let value: toml::Value =
+            toml::from_str(&toml_text).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let table = value
+            .as_table()
+            .unwrap_or_else(|| panic!("{src}: not a table"));
+        for key in table.keys() {
+            if !KINDS.iter().any(|(k, _)| k == key) {
+                panic!("{src}: unknown section [[{key}]]");
+            }
+        }
         for rule in value
             .get("rule")
             .and_then(toml::Value::as_array)
@@ -31,10 +68,82 @@ fn main() {
             ids.push_str(id.unwrap_or_else(|| panic!("{src}: a [[rule]] without an id")));
             ids.push('\n');
         }
-        let json = serde_json::to_string(&value).expect("TOML values serialize as JSON");
-        std::fs::write(Path::new(&out).join(format!("{name}.json")), json)
-            .unwrap_or_else(|e| panic!("write {name}.json: {e}"));
+        for ((kind, _), t) in KINDS.iter().zip(tables.iter_mut()) {
+            let Some(list) = value.get(*kind) else {
+                continue;
+            };
+            let list = list
+                .as_array()
+                .unwrap_or_else(|| panic!("{src}: {kind} is not an array of tables"));
+            for entry in list {
+                let i = t.entries.len();
+                let json = serde_json::to_string(entry).expect("TOML values serialize as JSON");
+                t.entries.push((file, text.len(), text.len() + json.len()));
+                text.push_str(&json);
+                text.push('\n');
+                let commands: Vec<String> = entry
+                    .get("commands")
+                    .and_then(toml::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(toml::Value::as_str)
+                    .map(str::to_string)
+                    .collect();
+                for c in &commands {
+                    if !c.ends_with('*') {
+                        t.by_name.entry(c.clone()).or_default().push(i);
+                    }
+                }
+                if commands.iter().any(|c| c.ends_with('*')) {
+                    t.globs.push((i, commands));
+                }
+            }
+        }
     }
-    std::fs::write(Path::new(&out).join("rule_ids.txt"), ids)
+    let mut index = String::from("// Generated by build.rs from packs/*.toml.\n\n");
+    writeln!(index, "const PACK_FILES: &[&str] = &[").unwrap();
+    for name in PACKS {
+        writeln!(index, "    \"packs/{name}.toml\",").unwrap();
+    }
+    writeln!(index, "];\n").unwrap();
+    for ((_, upper), t) in KINDS.iter().zip(&tables) {
+        writeln!(index, "const {upper}S: &[Entry] = &[").unwrap();
+        for (file, start, end) in &t.entries {
+            writeln!(
+                index,
+                "    Entry {{ file: {file}, start: {start}, end: {end} }},"
+            )
+            .unwrap();
+        }
+        writeln!(index, "];\n").unwrap();
+        writeln!(index, "const {upper}_BY_NAME: &[(&str, &[u16])] = &[").unwrap();
+        for (name, list) in &t.by_name {
+            let list: Vec<String> = list.iter().map(usize::to_string).collect();
+            writeln!(index, "    ({name:?}, &[{}]),", list.join(", ")).unwrap();
+        }
+        writeln!(index, "];\n").unwrap();
+        writeln!(index, "const {upper}_GLOBS: &[(u16, &[&str])] = &[").unwrap();
+        for (i, names) in &t.globs {
+            writeln!(index, "    ({i}, &{names:?}),").unwrap();
+        }
+        writeln!(index, "];\n").unwrap();
+    }
+    let out = Path::new(&out);
+    std::fs::write(out.join("packs_entries.json"), text)
+        .unwrap_or_else(|e| panic!("write packs_entries.json: {e}"));
+    std::fs::write(out.join("packs_index.rs"), index)
+        .unwrap_or_else(|e| panic!("write packs_index.rs: {e}"));
+    std::fs::write(out.join("rule_ids.txt"), ids)
         .unwrap_or_else(|e| panic!("write rule_ids.txt: {e}"));
+
+    // The embedded default policy as JSON: a process without --policy reads
+    // it with the JSON parser it needs anyway, not the TOML one (a unit
+    // test checks both readings give the same policy).
+    let src = "policy/default.toml";
+    println!("cargo:rerun-if-changed={src}");
+    let text = std::fs::read_to_string(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+    let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{src}: {e}"));
+    let json = serde_json::to_string(&value).expect("TOML values serialize as JSON");
+    std::fs::write(out.join("default_policy.json"), json)
+        .unwrap_or_else(|e| panic!("write default_policy.json: {e}"));
 }

@@ -1,7 +1,9 @@
 //! Cost of a `run` through the MCP server, per call, against what an agent
 //! would otherwise pay: one `agent-rsh run --json` process per command, and
-//! the engine's own floor (`engine::execute` in this process). The three
-//! are interleaved so drift affects them alike.
+//! the engine's own floor (`engine::execute` in this process), and against
+//! the baseline, `timeout 10 CMD` (one supervised exec; target: an
+//! MCP `run true` round trip at most 1.0x). The four are interleaved so
+//! drift affects them alike; CPU time per call is summed over the rounds.
 //!
 //! `cargo bench --bench mcp_cost` (N=... sets the number of rounds).
 
@@ -91,10 +93,27 @@ fn main() {
         elapsed
     };
 
+    // The baseline of the target: one supervised exec of the same
+    // command by coreutils' `timeout`.
+    let timeout_run = |command: &str| {
+        let before = children_cpu();
+        let t = Instant::now();
+        let st = Command::new("timeout")
+            .arg("10")
+            .args(command.split(' '))
+            .stdout(Stdio::null())
+            .status()
+            .expect("run timeout");
+        let elapsed = t.elapsed();
+        assert!(st.success());
+        (elapsed, children_cpu().saturating_sub(before))
+    };
+
     // Warm up once-per-process work on every path.
     mcp_call("true");
     cli_run("true");
     engine_run("true");
+    timeout_run("true");
     println!("per-call wall time, median of {n} interleaved rounds");
     let ping = median((0..n).map(|_| mcp_call("ping")).collect());
     println!(
@@ -102,27 +121,88 @@ fn main() {
         ping.as_secs_f64() * 1e6
     );
     for command in ["true", "echo hello"] {
-        let (mut m, mut c, mut e) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut m, mut c, mut e, mut t) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut server_cpu, mut timeout_cpu) = (Duration::ZERO, Duration::ZERO);
         for _ in 0..n {
+            let cpu0 = process_cpu(server.id());
             m.push(mcp_call(command));
+            server_cpu += process_cpu(server.id()).saturating_sub(cpu0);
             c.push(cli_run(command));
             e.push(engine_run(command));
+            let (wall, cpu) = timeout_run(command);
+            t.push(wall);
+            timeout_cpu += cpu;
         }
-        let (m, c, e) = (median(m), median(c), median(e));
+        let ratio = |a: &[Duration], b: &[Duration]| {
+            let mut r: Vec<f64> = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64())
+                .collect();
+            r.sort_by(f64::total_cmp);
+            r[r.len() / 2]
+        };
+        let to_timeout = ratio(&m, &t);
+        let (m, c, e, t) = (median(m), median(c), median(e), median(t));
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         println!(
-            "{command:<12} engine {:>8.1} us   mcp call {:>8.1} us   `run --json` process {:>8.1} us",
+            "{command:<12} engine {:>8.1} us   mcp call {:>8.1} us   `run --json` process {:>8.1} us   `timeout 10 {command}` {:>8.1} us",
             us(e),
             us(m),
-            us(c)
+            us(c),
+            us(t)
         );
         println!(
-            "{:<12} mcp/engine {:.3}   mcp/process {:.3}",
+            "{:<12} mcp/engine {:.3}   mcp/process {:.3}   mcp/timeout {to_timeout:.3} (per-round median){}",
             "",
             us(m) / us(e),
-            us(m) / us(c)
+            us(m) / us(c),
+            if command == "true" {
+                format!(
+                    "   target ≤ 1.00: {}",
+                    if to_timeout <= 1.0 { "pass" } else { "miss" }
+                )
+            } else {
+                String::new()
+            }
+        );
+        println!(
+            "{:<12} CPU per call: mcp server (with its guardian and command) {:.0} us, timeout {:.0} us, ratio {:.2}",
+            "",
+            us(server_cpu) / n as f64,
+            us(timeout_cpu) / n as f64,
+            server_cpu.as_secs_f64() / timeout_cpu.as_secs_f64().max(1e-9)
         );
     }
     drop(to_server);
     let _ = server.wait();
+}
+
+/// CPU time of this process's reaped children (user + system).
+fn children_cpu() -> Duration {
+    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage with a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// CPU time of a process and the children it reaped (/proc/PID/stat
+/// utime, stime, cutime, cstime), in clock ticks' resolution.
+fn process_cpu(pid: u32) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Duration::ZERO;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_nanos(f.iter().sum::<u64>() * 1_000_000_000 / hz)
 }

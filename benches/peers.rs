@@ -14,7 +14,9 @@
 //!
 //! Sections:
 //! 1. overhead: `agent-rsh run --json -- true` (embedded default policy,
-//!    confinement required) against `/bin/true`, `bash -c true`,
+//!    confinement required) against `/bin/true`, a minimal Rust binary built
+//!    with the same release profile (the floor of `agent-rsh --version`),
+//!    `bash -c true`,
 //!    `timeout 10 true` and, when they work here, bwrap, firejail and a
 //!    Python `subprocess.run` wrapper;
 //! 2. lex + check per typical agent command, in process (`check::admit`);
@@ -36,6 +38,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "common/minimal.rs"]
+mod minimal;
 
 /// The binary under test: this build's, or `AGENT_RSH_BENCH_BIN` to compare
 /// another build in the same conditions.
@@ -318,6 +323,10 @@ fn overhead(opts: &Options, t: &mut Table) {
         ),
         ("/bin/true", Some(os(&["/bin/true"]))),
         (
+            "minimal Rust binary (same profile)",
+            minimal::binary().map(|p| vec![p.into_os_string()]),
+        ),
+        (
             "bash -c true",
             which("bash").map(|_| os(&["bash", "-c", "true"])),
         ),
@@ -469,7 +478,7 @@ fn overhead(opts: &Options, t: &mut Table) {
         let (m, lo, hi) = quartiles(&ratios);
         let (target, v) = match c.name {
             "timeout 10 true" => ("≤ 1.30×", verdict(m <= 1.3)),
-            n if n.starts_with("bwrap") => ("≤ 0.50×", verdict(m <= 0.5)),
+            n if n.starts_with("bwrap") => ("≤ 0.60×", verdict(m <= 0.6)),
             _ => ("", Verdict::Info),
         };
         t.row(
@@ -494,6 +503,30 @@ fn overhead(opts: &Options, t: &mut Table) {
                 format!("{lo:.2}–{hi:.2}"),
                 "",
                 Verdict::Info,
+            );
+        }
+    }
+    // Start-up: `--version` against a minimal Rust binary of the same
+    // profile (both print one line and exit).
+    let find = |name: &str| contenders.iter().find(|c| c.name == name);
+    if let (Some(v), Some(m)) = (
+        find("agent-rsh --version"),
+        find("minimal Rust binary (same profile)"),
+    ) {
+        for (what, a, b) in [("wall", &v.times, &m.times), ("CPU time", &v.cpu, &m.cpu)] {
+            let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y.max(1e-3)).collect();
+            let (med, lo, hi) = quartiles(&r);
+            let (target, vd) = if what == "wall" {
+                ("≤ 1.20×", verdict(med <= 1.2))
+            } else {
+                ("", Verdict::Info)
+            };
+            t.row(
+                format!("`agent-rsh --version` ÷ minimal Rust binary, {what}"),
+                format!("{med:.2}×"),
+                format!("{lo:.2}–{hi:.2}"),
+                target,
+                vd,
             );
         }
     }

@@ -158,6 +158,11 @@ impl Workspace {
     /// The absolute cwd for `rel` (already `..`-free), refused when a
     /// symlink takes it out of the workspace or it does not exist.
     pub fn resolve_cwd(&self, rel: &Path) -> Result<PathBuf, Denial> {
+        if rel.as_os_str().is_empty() && self.is_fresh() {
+            // The root of a directory this run just made (0700, canonical
+            // since `fresh`): nothing to resolve.
+            return Ok(self.root.clone());
+        }
         let joined = self.root.join(rel);
         let real = joined.canonicalize().map_err(|e| {
             Denial::new(
@@ -185,6 +190,23 @@ impl Workspace {
             ));
         }
         Ok(real)
+    }
+}
+
+impl Drop for Workspace {
+    /// A fresh workspace is removed: most runs leave it empty (under the
+    /// mount view the command writes into a tmpfs over it), so one `rmdir`
+    /// first; anything else is removed the careful way (tempfile's
+    /// recursive removal, which does not follow symlinks).
+    fn drop(&mut self) {
+        if let Some(t) = self.temp.take() {
+            if std::fs::remove_dir(t.path()).is_ok() {
+                // Gone already: only disarm the TempDir.
+                let _ = t.keep();
+            } else {
+                drop(t);
+            }
+        }
     }
 }
 

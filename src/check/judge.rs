@@ -4,8 +4,8 @@
 
 use super::Denial;
 use super::args::normalize;
-use super::packs::builtin;
-use super::rules::{Severity, Verdict};
+use super::packs::{builtin, lazy};
+use super::rules::{RuleSpec, Severity, Verdict};
 use super::wrappers::{self, Inner, MAX_COMMANDS, MAX_DEPTH};
 use crate::policy::Policy;
 use serde::Serialize;
@@ -162,7 +162,7 @@ impl Judge<'_, '_> {
             self.deny(d, texts[0]);
             return;
         }
-        let b = builtin();
+        let b = lazy();
         let n = normalize(b, program, &texts);
         if self.explain {
             self.out.levels.push(Level {
@@ -176,6 +176,7 @@ impl Judge<'_, '_> {
         let rules = b
             .rules_for(program)
             .filter(|r| policy.packs.enabled(r))
+            .map(|r| -> &RuleSpec { r })
             .chain(policy.rules.iter().filter(|r| r.applies_to(program)));
         for r in rules {
             if let Some(hit) = r.check(&n, &texts) {
@@ -331,7 +332,7 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
         .rules
         .iter()
         .filter(|r| policy.packs.enabled(r))
-        .map(|r| (r.pack().to_string(), r))
+        .map(|r| (r.pack().to_string(), *r))
         .chain(policy.rules.iter().map(|r| ("policy".to_string(), r)));
     for (pack, r) in rows {
         if !seen.insert((pack.clone(), r.id.clone(), r.commands.clone())) {

@@ -1,119 +1,161 @@
 //! The built-in packs: grammars, wrappers and rules embedded as data
-//! (`packs/*.toml`), parsed once per process; and the policy's switches.
+//! (`packs/*.toml`); and the policy's switches.
+//!
+//! build.rs writes each entry as its own JSON text and indexes the entries
+//! by the programs they name, so a check parses only the entries of the
+//! programs it meets, each once per process ([`lazy`]); the whole set
+//! ([`builtin`]) is parsed only for listings (`policy show`) and tests.
 
-use super::args::{Grammar, Grammars};
+use super::args::{Grammar, Grammars, name_matches};
 use super::rules::RuleSpec;
-use super::wrappers::{WrapperError, WrapperSpec};
+use super::wrappers::WrapperSpec;
 pub use crate::policy::rules::PackSwitches;
-use crate::policy::rules::RuleError;
-use serde::Deserialize;
-use std::collections::{BTreeSet, HashMap};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-/// The embedded pack files, in load order: `packs/*.toml` as written,
-/// converted to JSON by build.rs (it parses several times faster, and every
-/// process parses the packs once).
-pub const FILES: &[(&str, &str)] = &[
-    (
-        "packs/grammars.toml",
-        include_str!(concat!(env!("OUT_DIR"), "/grammars.json")),
-    ),
-    (
-        "packs/wrappers.toml",
-        include_str!(concat!(env!("OUT_DIR"), "/wrappers.json")),
-    ),
-    (
-        "packs/tools.toml",
-        include_str!(concat!(env!("OUT_DIR"), "/tools.json")),
-    ),
-    (
-        "packs/guards.toml",
-        include_str!(concat!(env!("OUT_DIR"), "/guards.json")),
-    ),
-];
-
-/// An embedded pack that does not load (a build that ships one fails its
-/// unit test).
-#[derive(Debug, thiserror::Error)]
-enum PackError {
-    #[error("{file}: {error}")]
-    Json {
-        file: &'static str,
-        error: serde_json::Error,
-    },
-    #[error(transparent)]
-    Rule(#[from] RuleError),
-    #[error(transparent)]
-    Wrapper(#[from] WrapperError),
+/// Where one entry's JSON lies in `packs_entries.json`, and its pack file.
+struct Entry {
+    file: usize,
+    start: usize,
+    end: usize,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct PackFile {
-    grammar: Vec<Grammar>,
-    wrapper: Vec<WrapperSpec>,
-    rule: Vec<RuleSpec>,
+include!(concat!(env!("OUT_DIR"), "/packs_index.rs"));
+
+const ENTRIES: &str = include_str!(concat!(env!("OUT_DIR"), "/packs_entries.json"));
+
+static GRAMMAR_CELLS: [OnceLock<Grammar>; GRAMMARS.len()] =
+    [const { OnceLock::new() }; GRAMMARS.len()];
+static WRAPPER_CELLS: [OnceLock<WrapperSpec>; WRAPPERS.len()] =
+    [const { OnceLock::new() }; WRAPPERS.len()];
+static RULE_CELLS: [OnceLock<RuleSpec>; RULES.len()] = [const { OnceLock::new() }; RULES.len()];
+
+/// Entry `i` of a kind, parsed and checked on first use. The packs are
+/// part of the binary: one that does not parse is a build defect, caught
+/// by the unit tests, which parse them all.
+fn entry<T: DeserializeOwned, E: std::fmt::Display>(
+    cells: &'static [OnceLock<T>],
+    entries: &[Entry],
+    i: usize,
+    check: fn(&T) -> Result<(), E>,
+) -> &'static T {
+    cells[i].get_or_init(|| {
+        let e = &entries[i];
+        let parsed = serde_json::from_str(&ENTRIES[e.start..e.end])
+            .map_err(|err| err.to_string())
+            .and_then(|v| check(&v).map(|()| v).map_err(|err| err.to_string()));
+        parsed.unwrap_or_else(|err| panic!("embedded packs: {}: {err}", PACK_FILES[e.file]))
+    })
 }
 
-/// Everything built in, indexed by program name.
+fn grammar_at(i: usize) -> &'static Grammar {
+    entry(&GRAMMAR_CELLS, GRAMMARS, i, |_| Ok::<(), String>(()))
+}
+
+fn wrapper_at(i: usize) -> &'static WrapperSpec {
+    entry(&WRAPPER_CELLS, WRAPPERS, i, WrapperSpec::validate)
+}
+
+fn rule_at(i: usize) -> &'static RuleSpec {
+    entry(&RULE_CELLS, RULES, i, RuleSpec::validate_shape)
+}
+
+/// The entries naming `program` exactly, in load order.
+fn named(by_name: &'static [(&'static str, &'static [u16])], program: &str) -> &'static [u16] {
+    by_name
+        .binary_search_by(|(name, _)| (*name).cmp(program))
+        .map_or(&[][..], |k| by_name[k].1)
+}
+
+/// The pattern entries (`prefix*` among their names) that apply to
+/// `program`, in load order, matched without parsing them.
+fn globs<'a>(
+    list: &'static [(u16, &'static [&'static str])],
+    program: &'a str,
+) -> impl Iterator<Item = u16> + 'a {
+    list.iter()
+        .filter(move |(_, names)| names.iter().any(|n| name_matches(n, program)))
+        .map(|(i, _)| *i)
+}
+
+/// The packs as a check reads them: by program, parsing on first use.
+#[derive(Debug, Clone, Copy)]
+pub struct Lazy;
+
+/// The built-in packs for checking commands.
+pub fn lazy() -> &'static Lazy {
+    &Lazy
+}
+
+impl Lazy {
+    /// Built-in rules for `program`: exact names first, then patterns.
+    /// No allocation: this runs for every command.
+    pub fn rules_for<'a>(
+        &self,
+        program: &'a str,
+    ) -> impl Iterator<Item = &'static RuleSpec> + use<'a> {
+        let exact = named(RULE_BY_NAME, program);
+        let globs = globs(RULE_GLOBS, program).filter(move |i| !exact.contains(i));
+        exact
+            .iter()
+            .copied()
+            .chain(globs)
+            .map(|i| rule_at(usize::from(i)))
+    }
+
+    /// The first wrapper (in load order) that applies to `program`.
+    pub fn wrapper(&self, program: &str) -> Option<&'static WrapperSpec> {
+        let exact = named(WRAPPER_BY_NAME, program).iter().copied();
+        exact
+            .chain(globs(WRAPPER_GLOBS, program))
+            .min()
+            .map(|i| wrapper_at(usize::from(i)))
+    }
+}
+
+impl Grammars for Lazy {
+    fn grammar(&self, program: &str, subcommand: Option<&str>) -> Option<&Grammar> {
+        let wanted = |i: &u16| grammar_at(usize::from(*i)).subcommand.as_deref() == subcommand;
+        named(GRAMMAR_BY_NAME, program)
+            .iter()
+            .copied()
+            .find(wanted)
+            .or_else(|| globs(GRAMMAR_GLOBS, program).find(wanted))
+            .map(|i| grammar_at(usize::from(i)))
+    }
+}
+
+/// Everything built in, in load order.
 #[derive(Debug, Default)]
 pub struct Builtin {
-    pub grammars: Vec<Grammar>,
-    pub wrappers: Vec<WrapperSpec>,
-    pub rules: Vec<RuleSpec>,
-    grammar_by_name: HashMap<String, Vec<usize>>,
-    grammar_globs: Vec<usize>,
-    rules_by_name: HashMap<String, Vec<usize>>,
-    rule_globs: Vec<usize>,
+    pub grammars: Vec<&'static Grammar>,
+    pub wrappers: Vec<&'static WrapperSpec>,
+    pub rules: Vec<&'static RuleSpec>,
 }
 
-/// The built-in packs, parsed and checked on first use.
+/// The built-in packs, all parsed and checked (listings and tests; a check
+/// uses [`lazy`]).
 pub fn builtin() -> &'static Builtin {
     static B: OnceLock<Builtin> = OnceLock::new();
-    B.get_or_init(|| Builtin::parse(FILES).unwrap_or_else(|e| panic!("embedded packs: {e}")))
+    B.get_or_init(|| Builtin {
+        grammars: (0..GRAMMARS.len()).map(grammar_at).collect(),
+        wrappers: (0..WRAPPERS.len()).map(wrapper_at).collect(),
+        rules: (0..RULES.len()).map(rule_at).collect(),
+    })
 }
 
 impl Builtin {
-    fn parse(files: &[(&'static str, &str)]) -> Result<Builtin, PackError> {
-        let mut b = Builtin::default();
-        for &(file, text) in files {
-            let f: PackFile =
-                serde_json::from_str(text).map_err(|error| PackError::Json { file, error })?;
-            b.grammars.extend(f.grammar);
-            b.wrappers.extend(f.wrapper);
-            b.rules.extend(f.rule);
-        }
-        for r in &b.rules {
-            r.validate_shape()?;
-        }
-        for w in &b.wrappers {
-            w.validate()?;
-        }
-        for (i, g) in b.grammars.iter().enumerate() {
-            index(&g.commands, i, &mut b.grammar_by_name, &mut b.grammar_globs);
-        }
-        for (i, r) in b.rules.iter().enumerate() {
-            index(&r.commands, i, &mut b.rules_by_name, &mut b.rule_globs);
-        }
-        Ok(b)
-    }
-
     /// Built-in rules for `program`: exact names first, then patterns.
-    /// No allocation: this runs for every command.
-    pub fn rules_for<'a>(&'a self, program: &'a str) -> impl Iterator<Item = &'a RuleSpec> + 'a {
-        let exact = self
-            .rules_by_name
-            .get(program)
-            .map_or(&[][..], Vec::as_slice);
-        let globs = self
-            .rule_globs
-            .iter()
-            .filter(move |i| !exact.contains(i) && self.rules[**i].applies_to(program));
-        exact.iter().chain(globs).map(move |&i| &self.rules[i])
+    pub fn rules_for<'a>(
+        &self,
+        program: &'a str,
+    ) -> impl Iterator<Item = &'static RuleSpec> + use<'a> {
+        Lazy.rules_for(program)
     }
 
     pub fn wrapper(&self, program: &str) -> Option<&WrapperSpec> {
-        self.wrappers.iter().find(|w| w.applies_to(program))
+        Lazy.wrapper(program)
     }
 
     /// The names of all built-in packs (of rules, and of wrappers that
@@ -121,39 +163,15 @@ impl Builtin {
     pub fn packs(&self) -> BTreeSet<&str> {
         self.rules
             .iter()
-            .map(RuleSpec::pack)
+            .map(|r| r.pack())
             .chain(self.wrappers.iter().filter_map(|w| w.pack.as_deref()))
             .collect()
     }
 }
 
-fn index(names: &[String], i: usize, by: &mut HashMap<String, Vec<usize>>, globs: &mut Vec<usize>) {
-    for n in names {
-        if n.ends_with('*') {
-            if !globs.contains(&i) {
-                globs.push(i);
-            }
-        } else {
-            by.entry(n.clone()).or_default().push(i);
-        }
-    }
-}
-
 impl Grammars for Builtin {
     fn grammar(&self, program: &str, subcommand: Option<&str>) -> Option<&Grammar> {
-        let wanted = |&&i: &&usize| {
-            let g = &self.grammars[i];
-            g.subcommand.as_deref() == subcommand && g.applies_to(program)
-        };
-        let exact = self
-            .grammar_by_name
-            .get(program)
-            .map_or(&[][..], Vec::as_slice);
-        exact
-            .iter()
-            .find(wanted)
-            .or_else(|| self.grammar_globs.iter().find(wanted))
-            .map(|&i| &self.grammars[i])
+        Lazy.grammar(program, subcommand)
     }
 }
 
@@ -240,6 +258,65 @@ mod tests {
                     });
                     assert!(known, "{}: no grammar of {c} knows --{long}", r.id);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_index_by_program_finds_what_a_scan_of_every_entry_finds() {
+        let b = builtin();
+        let mut programs: BTreeSet<String> = ["python3.12", "mkfs.ext4", "pypy3", "nosuch", ""]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let named = b
+            .rules
+            .iter()
+            .flat_map(|r| &r.commands)
+            .chain(b.wrappers.iter().flat_map(|w| &w.commands))
+            .chain(b.grammars.iter().flat_map(|g| &g.commands));
+        programs.extend(named.map(|c| c.trim_end_matches('*').to_string()));
+        let subcommands: BTreeSet<Option<&str>> = b
+            .grammars
+            .iter()
+            .map(|g| g.subcommand.as_deref())
+            .chain([None, Some("nosuch")])
+            .collect();
+        for p in &programs {
+            // Rules: exact names first, then patterns, each once.
+            let mut scan: Vec<*const RuleSpec> = b
+                .rules
+                .iter()
+                .filter(|r| r.commands.iter().any(|c| c == p))
+                .map(|r| *r as *const RuleSpec)
+                .collect();
+            for r in &b.rules {
+                let ptr = *r as *const RuleSpec;
+                if r.applies_to(p) && !scan.contains(&ptr) {
+                    scan.push(ptr);
+                }
+            }
+            let lazy_rules: Vec<*const RuleSpec> =
+                lazy().rules_for(p).map(|r| r as *const RuleSpec).collect();
+            assert_eq!(lazy_rules, scan, "rules for {p:?}");
+            let first = b.wrappers.iter().find(|w| w.applies_to(p)).copied();
+            assert_eq!(
+                lazy().wrapper(p).map(|w| w as *const WrapperSpec),
+                first.map(|w| w as *const WrapperSpec),
+                "wrapper of {p:?}"
+            );
+            for sub in &subcommands {
+                let wanted = |g: &&&Grammar| g.subcommand.as_deref() == *sub && g.applies_to(p);
+                let exact = b
+                    .grammars
+                    .iter()
+                    .find(|g| wanted(g) && g.commands.iter().any(|c| c == p));
+                let scan = exact.or_else(|| b.grammars.iter().find(wanted)).copied();
+                assert_eq!(
+                    lazy().grammar(p, *sub).map(|g| g as *const Grammar),
+                    scan.map(|g| g as *const Grammar),
+                    "grammar of {p:?} {sub:?}"
+                );
             }
         }
     }

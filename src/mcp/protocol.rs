@@ -1,5 +1,6 @@
 //! MCP over the JSON-RPC loop: version negotiation for both eras, method
-//! dispatch, tool calls on their own threads, cancellation and shutdown.
+//! dispatch, tool calls on their own threads (kept for the next call),
+//! cancellation and shutdown.
 //!
 //! Dual-era, as MCP 2026-07-28 describes it: a request whose `_meta`
 //! carries `io.modelcontextprotocol/protocolVersion` is served statelessly
@@ -118,11 +119,57 @@ struct InFlight {
     long_running: bool,
 }
 
-/// Counts worker threads so shutdown can wait for them.
+/// Counts calls in progress so shutdown can wait for them, and keeps the
+/// threads that ran them: a thread whose call ended waits for the next one.
+/// A new thread per call was one more task to create per call (besides the
+/// guardian and the command), and a busy machine starts new tasks late.
 #[derive(Default)]
 struct Workers {
     count: Mutex<usize>,
     idle: Condvar,
+    pool: Mutex<Pool>,
+    ready: Condvar,
+}
+
+/// Calls handed to waiting threads and not yet taken.
+#[derive(Default)]
+struct Pool {
+    waiting: usize,
+    jobs: std::collections::VecDeque<Box<dyn FnOnce() + Send>>,
+}
+
+/// Threads kept waiting for calls; more (after a burst) end.
+const MAX_WAITING_THREADS: usize = 4;
+
+impl Workers {
+    /// Runs `job` on a waiting thread, or on a new one when none waits.
+    fn execute(self: &Arc<Self>, job: Box<dyn FnOnce() + Send>) {
+        let mut pool = lock(&self.pool);
+        if pool.waiting > pool.jobs.len() {
+            pool.jobs.push_back(job);
+            self.ready.notify_one();
+            return;
+        }
+        drop(pool);
+        let workers = self.clone();
+        std::thread::spawn(move || {
+            job();
+            loop {
+                let mut pool = lock(&workers.pool);
+                if pool.waiting >= MAX_WAITING_THREADS {
+                    return;
+                }
+                pool.waiting += 1;
+                while pool.jobs.is_empty() {
+                    pool = workers.ready.wait(pool).unwrap_or_else(|p| p.into_inner());
+                }
+                pool.waiting -= 1;
+                let job = pool.jobs.pop_front().expect("a job is queued");
+                drop(pool);
+                job();
+            }
+        });
+    }
 }
 
 struct Server {
@@ -545,7 +592,7 @@ impl Server {
         let server = self.clone();
         let id = id.clone();
         let reply = reply.clone();
-        std::thread::spawn(move || {
+        self.workers.execute(Box::new(move || {
             let env = CallEnv {
                 progress,
                 cancel: cancel_r.as_raw_fd(),
@@ -561,7 +608,7 @@ impl Server {
             let mut n = lock(&server.workers.count);
             *n -= 1;
             server.workers.idle.notify_all();
-        });
+        }));
         Ok(())
     }
 }

@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 /// The embedded default policy, used when neither `--policy` nor
 /// `$AGENT_RSH_POLICY` names one.
 pub const DEFAULT_POLICY: &str = include_str!("../../policy/default.toml");
+/// `DEFAULT_POLICY` converted to JSON at build time: parsing it costs a
+/// fraction of the TOML, and every process without a policy file pays it.
+const DEFAULT_POLICY_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/default_policy.json"));
 /// The commented example written by `agent-rsh policy init`.
 pub const EXAMPLE_POLICY: &str = include_str!("../../policy.example.toml");
 
@@ -521,9 +524,14 @@ impl Policy {
         Policy::parse(&text, Source::File(path.to_path_buf()))
     }
 
-    /// The embedded default policy.
+    /// The embedded default policy: `DEFAULT_POLICY`, read from its JSON
+    /// form (build.rs), with the same checks as a policy file.
     pub fn embedded() -> Policy {
-        Policy::parse(DEFAULT_POLICY, Source::Embedded).expect("embedded policy parses")
+        let mut policy: Policy =
+            serde_json::from_str(DEFAULT_POLICY_JSON).expect("embedded policy parses");
+        policy.origin = None;
+        policy.validate().expect("embedded policy is valid");
+        policy
     }
 
     /// Lookup order: explicit path, then `$AGENT_RSH_POLICY`, then embedded.
@@ -647,6 +655,17 @@ mod tests {
             assert!(p.commands.allow.iter().any(|a| a == c), "{c} missing");
         }
         assert!(!p.commands.allow.iter().any(|a| a == "sh" || a == "bash"));
+    }
+
+    #[test]
+    fn the_embedded_json_is_the_default_policy_text() {
+        let from_toml = Policy::parse(DEFAULT_POLICY, Source::Embedded).unwrap();
+        let from_json = Policy::embedded();
+        assert_eq!(from_json.to_toml(), from_toml.to_toml());
+        assert_eq!(
+            serde_json::to_string(&from_json).unwrap(),
+            serde_json::to_string(&from_toml).unwrap()
+        );
     }
 
     #[test]

@@ -298,9 +298,9 @@ impl PackSwitches {
     /// Unknown names are errors: a typo must not leave a pack on (or
     /// silently do nothing).
     pub fn validate(&self) -> Result<(), RuleError> {
-        let packs: BTreeSet<&str> = builtin_rule_ids().map(pack_of).collect();
         for p in &self.off {
-            if !packs.contains(p.as_str()) {
+            if !builtin_rule_ids().any(|id| pack_of(id) == p) {
+                let packs: BTreeSet<&str> = builtin_rule_ids().map(pack_of).collect();
                 return Err(RuleError::UnknownPack {
                     name: p.clone(),
                     packs: packs.iter().map(|p| p.to_string()).collect(),
