@@ -3,8 +3,9 @@
 
 use super::args::{Grammar, Grammars};
 use super::rules::RuleSpec;
-use super::wrappers::WrapperSpec;
+use super::wrappers::{WrapperError, WrapperSpec};
 pub use crate::policy::rules::PackSwitches;
+use crate::policy::rules::RuleError;
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
@@ -30,6 +31,21 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!(concat!(env!("OUT_DIR"), "/guards.json")),
     ),
 ];
+
+/// An embedded pack that does not load (a build that ships one fails its
+/// unit test).
+#[derive(Debug, thiserror::Error)]
+enum PackError {
+    #[error("{file}: {error}")]
+    Json {
+        file: &'static str,
+        error: serde_json::Error,
+    },
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+    #[error(transparent)]
+    Wrapper(#[from] WrapperError),
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -58,10 +74,11 @@ pub fn builtin() -> &'static Builtin {
 }
 
 impl Builtin {
-    fn parse(files: &[(&str, &str)]) -> Result<Builtin, String> {
+    fn parse(files: &[(&'static str, &str)]) -> Result<Builtin, PackError> {
         let mut b = Builtin::default();
-        for (name, text) in files {
-            let f: PackFile = serde_json::from_str(text).map_err(|e| format!("{name}: {e}"))?;
+        for &(file, text) in files {
+            let f: PackFile =
+                serde_json::from_str(text).map_err(|error| PackError::Json { file, error })?;
             b.grammars.extend(f.grammar);
             b.wrappers.extend(f.wrapper);
             b.rules.extend(f.rule);

@@ -75,7 +75,7 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
                 // Hold the job's lock while removing it, so no late
                 // supervisor can be writing into it.
                 if let Ok(l) = open_lock(&job.path("lock"))
-                    && l.try_lock().is_ok()
+                    && crate::sys::try_lock(&l)
                 {
                     match std::fs::remove_dir_all(&job.dir) {
                         Ok(()) => rep.removed_jobs.push(job.id.clone()),
@@ -139,7 +139,7 @@ fn stale_workspaces(policy: &Policy, retain: u64, now: u64, live: &[PathBuf], re
 
 /// A live run holds a shared flock on its fresh workspace.
 fn run_holds(dir: &Path) -> bool {
-    File::open(dir).map_or(true, |f| f.try_lock().is_err())
+    File::open(dir).map_or(true, |f| crate::sys::held(&f))
 }
 
 /// The directories among `dirs` that some process has as its cwd or root.
