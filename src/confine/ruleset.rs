@@ -338,11 +338,84 @@ pub struct Programs {
     pub loaders: Vec<PathBuf>,
 }
 
-/// Resolves the allowlist once per process and policy: a server that runs
-/// many commands under one policy pays the lookups once. Paths are reopened
-/// for every run, so a program replaced on disk is still the one granted.
+/// What a file was when a cached answer about it was computed: a write to
+/// it, a change of its mode or owner, or (for a directory) an entry added,
+/// removed or renamed in it changes one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    /// The identity of what `path` names (symlinks followed).
+    fn of(path: &Path) -> Option<Identity> {
+        std::fs::metadata(path).ok().map(|m| Identity::from(&m))
+    }
+
+    fn from(m: &std::fs::Metadata) -> Identity {
+        Identity {
+            dev: m.dev(),
+            ino: m.ino(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// Changed so recently that a second change within the file system's
+    /// timestamp granularity would leave it as it is: not to be trusted.
+    fn recent(&self, now: std::time::SystemTime) -> bool {
+        let secs = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(i64::MAX);
+        self.mtime.0.max(self.ctime.0) >= secs - 2
+    }
+}
+
+/// The allowlist resolved under one policy, and what makes it still true.
+struct Resolved {
+    key: String,
+    programs: Arc<Programs>,
+    /// Every search-path directory: an entry added to or removed from one
+    /// changes which file a bare name resolves to.
+    dirs: Vec<(PathBuf, Option<Identity>)>,
+    /// Every resolved program (its loader is read from it).
+    files: Vec<(PathBuf, Identity)>,
+    /// Names whose resolution went through a symlink or that are listed as
+    /// paths: the directories above say nothing about a link's target, so
+    /// they are resolved again on every run. Found out at the first reuse
+    /// (a one-shot run never pays it).
+    indirect: Option<Vec<(String, Option<PathBuf>)>>,
+    /// What each name resolved to.
+    answers: Vec<(String, Option<PathBuf>)>,
+    /// False when something above changed too recently to be trusted.
+    trusted: bool,
+}
+
+impl Resolved {
+    fn still_true(&self) -> bool {
+        self.trusted
+            && self.dirs.iter().all(|(d, id)| Identity::of(d) == *id)
+            && self
+                .files
+                .iter()
+                .all(|(f, id)| Identity::of(f) == Some(*id))
+    }
+}
+
+/// Resolves the allowlist (as the check resolves a first word) and reads
+/// each program's loader. A process that runs many commands under one
+/// policy (the MCP server, the login shell, the job supervisor) pays the
+/// lookups once: later runs only compare the identity (device, inode,
+/// modification and change times) of the search-path directories and of
+/// the resolved programs with what they were, and names that resolved
+/// through a symlink are resolved again, so a program installed, removed or
+/// replaced since is never granted (or refused) from a stale answer.
 pub fn allowed_programs(policy: &crate::policy::Policy) -> Arc<Programs> {
-    static CACHE: Mutex<Option<(String, Arc<Programs>)>> = Mutex::new(None);
+    static CACHE: Mutex<Option<Resolved>> = Mutex::new(None);
     let key = format!(
         "{:?}{:?}{:?}{:?}",
         policy.commands.allow,
@@ -351,32 +424,135 @@ pub fn allowed_programs(policy: &crate::policy::Policy) -> Arc<Programs> {
         policy.workspace.parent
     );
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((k, p)) = cache.as_ref()
-        && *k == key
+    if let Some(r) = cache.as_mut()
+        && r.key == key
+        && r.still_true()
     {
-        return p.clone();
-    }
-    let mut p = Programs::default();
-    for name in &policy.commands.allow {
-        if let Ok(path) = crate::check::resolve(policy, name)
-            && !p.programs.contains(&path)
+        let answers = &r.answers;
+        let indirect = r.indirect.get_or_insert_with(|| {
+            answers
+                .iter()
+                .filter(|(name, path)| {
+                    name.contains('/') || !plainly_found(policy, name, path.as_deref())
+                })
+                .cloned()
+                .collect()
+        });
+        if indirect
+            .iter()
+            .all(|(name, path)| crate::check::resolve(policy, name).ok() == *path)
         {
-            p.loaders.extend(elf_interpreter(&path));
-            p.programs.push(path);
+            return r.programs.clone();
         }
+    }
+    let now = std::time::SystemTime::now();
+    let dirs: Vec<(PathBuf, Option<Identity>)> = policy
+        .commands
+        .search_path
+        .iter()
+        .map(|d| (d.clone(), Identity::of(d)))
+        .collect();
+    let mut p = Programs::default();
+    let mut files = Vec::new();
+    let mut answers = Vec::new();
+    let mut trusted = dirs
+        .iter()
+        .all(|(_, id)| !id.is_some_and(|i| i.recent(now)));
+    for name in &policy.commands.allow {
+        let path = crate::check::resolve(policy, name).ok();
+        answers.push((name.clone(), path.clone()));
+        let Some(path) = path else { continue };
+        if p.programs.contains(&path) {
+            continue;
+        }
+        let (loader, id) = read_interpreter(&path);
+        match id {
+            Some(id) => {
+                trusted &= !id.recent(now);
+                files.push((path.clone(), id));
+            }
+            None => trusted = false,
+        }
+        p.loaders.extend(loader);
+        p.programs.push(path);
     }
     p.loaders.sort();
     p.loaders.dedup();
-    let p = Arc::new(p);
-    *cache = Some((key, p.clone()));
-    p
+    let programs = Arc::new(p);
+    *cache = Some(Resolved {
+        key,
+        programs: programs.clone(),
+        dirs,
+        files,
+        indirect: None,
+        answers,
+        trusted,
+    });
+    programs
+}
+
+/// Whether `name` resolved to `path` as a plain file named `name` in the
+/// first search-path directory that has such an entry, with no symlink of
+/// its own: then only a change in a search-path directory's entries (or
+/// the file itself) can change the answer.
+fn plainly_found(policy: &crate::policy::Policy, name: &str, path: Option<&Path>) -> bool {
+    let hit = policy
+        .commands
+        .search_path
+        .iter()
+        .map(|d| d.join(name))
+        .find(|c| std::fs::symlink_metadata(c).is_ok());
+    match (hit, path) {
+        (None, None) => true,
+        (Some(c), Some(path)) => {
+            std::fs::symlink_metadata(&c).is_ok_and(|m| m.file_type().is_file())
+                && std::fs::canonicalize(&c).is_ok_and(|real| real == path)
+        }
+        _ => false,
+    }
 }
 
 /// The PT_INTERP of an ELF file (its dynamic loader), if any.
 pub fn elf_interpreter(path: &Path) -> Option<PathBuf> {
-    let f = std::fs::File::open(path).ok()?;
+    read_interpreter(path).0
+}
+
+/// The PT_INTERP of an ELF file and the identity of the file it was read
+/// from.
+fn read_interpreter(path: &Path) -> (Option<PathBuf>, Option<Identity>) {
+    let Ok(f) = std::fs::File::open(path) else {
+        return (None, None);
+    };
+    let id = f.metadata().ok().map(|m| Identity::from(&m));
+    (interpreter_of(&f), id)
+}
+
+/// The PT_INTERP of an open ELF file. The headers and the loader's name
+/// normally lie in the first page: one read.
+fn interpreter_of(f: &std::fs::File) -> Option<PathBuf> {
+    let mut page = [0u8; 4096];
+    let mut n = 0;
+    while n < page.len() {
+        match f.read_at(&mut page[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let page = &page[..n];
+    // Bytes [off, off + buf.len()) of the file: from the page when there.
+    let read = |buf: &mut [u8], off: u64| -> Option<()> {
+        let end = off.checked_add(buf.len() as u64)?;
+        if end <= page.len() as u64 {
+            buf.copy_from_slice(&page[off as usize..end as usize]);
+            Some(())
+        } else {
+            f.read_exact_at(buf, off).ok()
+        }
+    };
     let mut h = [0u8; 64];
-    f.read_exact_at(&mut h, 0).ok()?;
+    read(&mut h, 0)?;
     if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
         return None;
     }
@@ -390,12 +566,12 @@ pub fn elf_interpreter(path: &Path) -> Option<PathBuf> {
     }
     let mut ph = [0u8; 56];
     for i in 0..phnum {
-        f.read_exact_at(&mut ph, phoff + i * phentsize).ok()?;
+        read(&mut ph, phoff.checked_add(i * phentsize)?)?;
         if u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == 3 {
             let off = u64_at(&ph, 8);
             let size = u64_at(&ph, 32).min(4096) as usize;
             let mut s = vec![0u8; size];
-            f.read_exact_at(&mut s, off).ok()?;
+            read(&mut s, off)?;
             let end = s.iter().position(|&b| b == 0).unwrap_or(size);
             let p = PathBuf::from(std::ffi::OsStr::from_bytes(&s[..end]));
             return p.is_absolute().then_some(p);
@@ -415,4 +591,51 @@ pub fn script_interpreter(path: &Path) -> Option<PathBuf> {
         .split(|c| *c == b' ' || *c == b'\t')
         .find(|w| !w.is_empty())?;
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(word)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Policy, Source};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn install(dir: &Path, name: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::copy("/bin/true", &p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.canonicalize().unwrap()
+    }
+
+    #[test]
+    fn a_program_installed_earlier_on_the_search_path_is_granted_at_once() {
+        let root = tempfile::tempdir().unwrap();
+        let (first, second) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir(&first).unwrap();
+        std::fs::create_dir(&second).unwrap();
+        let text = format!(
+            "[commands]\nallow = [\"prog\"]\nsearch_path = [{:?}, {:?}]\n",
+            first.display().to_string(),
+            second.display().to_string()
+        );
+        let policy = Policy::parse(&text, Source::Embedded).unwrap();
+        let later = install(&second, "prog");
+        assert_eq!(allowed_programs(&policy).programs, vec![later.clone()]);
+        assert_eq!(allowed_programs(&policy).programs, vec![later]);
+        let earlier = install(&first, "prog");
+        let p = allowed_programs(&policy);
+        assert_eq!(p.programs, vec![earlier]);
+        assert_eq!(
+            p.loaders,
+            elf_interpreter(Path::new("/bin/true"))
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_loader_is_read_from_the_program_headers() {
+        let l = elf_interpreter(Path::new("/bin/true")).expect("a dynamic /bin/true");
+        assert!(l.is_absolute() && l.exists(), "{l:?}");
+        assert_eq!(elf_interpreter(Path::new("/etc/passwd")), None);
+    }
 }

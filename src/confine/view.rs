@@ -25,6 +25,7 @@
 //! Everything is computed here in the parent; the guardian only makes
 //! system calls (`build_in_guardian`), on buffers prepared in advance.
 
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -37,7 +38,7 @@ const STAGING: &str = "/tmp";
 /// Most binds a view may have (the guardian keeps their fds on its stack).
 pub const MAX_BINDS: usize = 192;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Kind {
     /// Read scopes, program directories, exec scopes.
     Read,
@@ -136,6 +137,14 @@ struct Plan {
     /// (dest, kind), dest canonical and symlink-free.
     binds: Vec<(PathBuf, Kind)>,
     symlinks: Vec<(PathBuf, PathBuf)>,
+    /// Paths already exposed with a kind: exposing them again would add
+    /// nothing (the same binds and symlinks), so it is skipped.
+    exposed: HashSet<(PathBuf, Kind)>,
+    /// What one planning has learnt of each path it walked: `None` when it
+    /// does not exist, `Some(None)` for a directory or file,
+    /// `Some(Some((target, canonical)))` for a symlink. Every program of
+    /// an allowlist shares `/usr/bin`: it is examined once, not per program.
+    walked: HashMap<PathBuf, Option<Option<(PathBuf, PathBuf)>>>,
 }
 
 impl Plan {
@@ -143,6 +152,9 @@ impl Plan {
     /// are recreated, the symlink-free path is bound.
     fn expose(&mut self, path: &Path, kind: Kind, depth: u32) {
         if depth > 16 || !path.is_absolute() {
+            return;
+        }
+        if !self.exposed.insert((path.to_path_buf(), kind)) {
             return;
         }
         let mut cur = PathBuf::from("/");
@@ -155,14 +167,13 @@ impl Plan {
                 continue;
             };
             let next = cur.join(name);
-            match std::fs::symlink_metadata(&next) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    let Ok(target) = std::fs::read_link(&next) else {
-                        return;
-                    };
-                    let Ok(real) = std::fs::canonicalize(&next) else {
-                        return;
-                    };
+            let walked = self
+                .walked
+                .entry(next.clone())
+                .or_insert_with(|| walk(&next))
+                .clone();
+            match walked {
+                Some(Some((target, real))) => {
                     if !self.symlinks.iter().any(|(l, _)| *l == next) {
                         self.symlinks.push((next, target));
                     }
@@ -172,12 +183,24 @@ impl Plan {
                     }
                     return self.expose(&rest, kind, depth + 1);
                 }
-                Ok(_) => cur = next,
-                Err(_) => return,
+                Some(None) => cur = next,
+                None => return,
             }
         }
         self.binds.push((cur, kind));
     }
+}
+
+/// One path component as `expose` needs it (see `Plan::walked`). A
+/// symlink whose target cannot be read or resolved counts as missing.
+fn walk(path: &Path) -> Option<Option<(PathBuf, PathBuf)>> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if !m.file_type().is_symlink() {
+        return Some(None);
+    }
+    let target = std::fs::read_link(path).ok()?;
+    let real = std::fs::canonicalize(path).ok()?;
+    Some(Some((target, real)))
 }
 
 impl View {
