@@ -81,6 +81,34 @@ fn main() {
         remove.push(t6 - t5);
         total.push((t1 - t0) + (t2 - t1).saturating_sub(t3 - t2) + (t4 - t3) + (t6 - t5));
     }
+    // A run is often the only cgroup migration for a while: the join after
+    // an idle moment, through the run's join fds and through cgroup.procs
+    // (whose global lock waits out an RCU grace period then).
+    let idle = |use_procs: bool| {
+        let cg = RunCgroup::create(1 << 30, 128).expect("create");
+        let procs: Vec<std::fs::File> = cg
+            .paths()
+            .iter()
+            .map(|d| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("cgroup.procs"))
+                    .expect("cgroup.procs")
+            })
+            .collect();
+        let procs_fds: Vec<i32> = procs.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        let mut v = Vec::new();
+        for _ in 0..(n / 10).max(10) {
+            std::thread::sleep(Duration::from_millis(20));
+            let t = Instant::now();
+            fork_wait(if use_procs { &procs_fds } else { cg.join_fds() });
+            v.push(t.elapsed());
+        }
+        drop(procs);
+        cg.remove().expect("remove");
+        median(v)
+    };
+    let (idle_join, idle_procs) = (idle(false), idle(true));
     let (j, p) = (median(join), median(plain));
     println!("{mechanism}, {n} runs, medians:");
     println!(
@@ -93,6 +121,9 @@ fn main() {
     println!(
         "  fork+join+exit+wait         {j:>8.1} us   (fork+exit+wait alone {p:.1} us: join adds {:+.1} us)",
         j - p
+    );
+    println!(
+        "  fork+join+exit+wait after 20 ms idle {idle_join:>8.1} us   (joining through cgroup.procs instead: {idle_procs:.1} us)"
     );
     println!("  events                      {:>8.1} us", median(events));
     println!("  report (clone)              {:>8.1} us", median(report));

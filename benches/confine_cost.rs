@@ -103,9 +103,22 @@ fn main() {
         drop(c);
     }
     println!(
-        "  of which Confinement::prepare (rule set, filter): {:.1} us",
+        "  of which Confinement::prepare (rule set, filter, the run's cgroup): {:.1} us",
         t.elapsed().as_secs_f64() * 1e6 / n as f64
     );
+    if agent_rsh::confine::cgroup::probe().is_ok() {
+        let l = &on.limits;
+        let t = Instant::now();
+        for _ in 0..n {
+            let cg = agent_rsh::confine::cgroup::RunCgroup::create(l.memory_bytes, l.processes)
+                .expect("a run cgroup");
+            cg.remove().expect("removed");
+        }
+        println!(
+            "  of which the run's cgroup (create + remove): {:.1} us",
+            t.elapsed().as_secs_f64() * 1e6 / n as f64
+        );
+    }
     let default = Policy::embedded();
     let ls = Request {
         command: CommandInput::Line("ls".into()),
@@ -143,21 +156,36 @@ fn main() {
     };
     let p_off = write("off.toml", &policy_text("confinement = \"off\""));
     let p_on = write("on.toml", &policy_text("confinement = \"required\""));
-    let spawn = |p: &std::path::Path| {
+    let spawn_env = |p: &std::path::Path, simulate: &str| {
         let t = Instant::now();
         let st = Command::new(bin)
             .args(["run", "--policy"])
             .arg(p)
             .args(["--", "true"])
+            .env(agent_rsh::confine::probe::SIMULATE_ENV, simulate)
+            .stderr(std::process::Stdio::null())
             .status()
             .expect("agent-rsh runs");
         assert!(st.success());
         t.elapsed()
     };
+    let spawn = |p: &std::path::Path| spawn_env(p, "");
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..n.min(100) {
         a.push(spawn(&p_off));
         b.push(spawn(&p_on));
     }
     report("binary, confinement on (no netns)", a, b);
+
+    // The run's cgroup: the same run without it (the simulation seam,
+    // best-effort so that root runs without one) and with it.
+    if agent_rsh::confine::cgroup::probe().is_ok() {
+        let p_be = write("be.toml", &policy_text("confinement = \"best-effort\""));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..n.min(100) {
+            a.push(spawn_env(&p_be, "cgroup"));
+            b.push(spawn_env(&p_be, ""));
+        }
+        report("binary, without vs with the run's cgroup", a, b);
+    }
 }

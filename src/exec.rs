@@ -147,6 +147,11 @@ struct ChildSpec {
     /// Build the mount view (the guardian is cloned with CLONE_NEWNS).
     view: bool,
     mask: libc::sigset_t,
+    /// Open `cgroup.procs` files of the run's cgroup (one per hierarchy:
+    /// v1's memory and pids `tasks`), written by the guardian before
+    /// anything else.
+    cgroup: [RawFd; 2],
+    cgroup_n: usize,
     /// Kept open across exec (`Plan::pass_fd`), or -1.
     pass_fd: RawFd,
 }
@@ -243,6 +248,17 @@ pub fn run(
             ))
         {
             reap(s.guardian);
+            continue;
+        }
+        // The guardian could not join the run's cgroup: run without it
+        // where another mechanism holds the bounds (else the error stands).
+        // Reaped first: a zombie still counts as inside, and the cgroup is
+        // removed when given up.
+        if let Some((Stage::Cgroup, e)) = s.exec_error
+            && confinement.may_run_without_cgroup()
+        {
+            reap(s.guardian);
+            confinement.give_up_cgroup(&io::Error::from_raw_os_error(e).to_string());
             continue;
         }
         break s;
@@ -415,6 +431,10 @@ pub fn run(
         }
     }
 
+    // Every process of the run has ended (or is killed now): what its
+    // cgroup counted becomes warnings, and the cgroup goes.
+    warnings.extend(confinement.finish_cgroup());
+
     let (status, exit_code, signal) = match (interrupted, timed_out, child_status) {
         (Some(sig), _, st) => (Status::Interrupted, st.and_then(exit_of), Some(sig)),
         (None, true, st) => (
@@ -499,6 +519,10 @@ fn start<'p>(
             Some(unsafe { OwnedFd::from_raw_fd(dup) })
         }
     };
+    let join = confinement.cgroup_join_fds();
+    let mut cgroup = [-1; 2];
+    let cgroup_n = join.len().min(cgroup.len());
+    cgroup[..cgroup_n].copy_from_slice(&join[..cgroup_n]);
     let mut spec = ChildSpec {
         program: parts.program.as_ptr(),
         argv: parts.argv.as_ptr(),
@@ -516,6 +540,8 @@ fn start<'p>(
         pid_ns: confinement.want_pid_namespace,
         view: confinement.view().is_some(),
         mask: parts.mask,
+        cgroup,
+        cgroup_n,
         pass_fd: plan.pass_fd.unwrap_or(-1),
     };
     let guardian = spawn_guardian(&mut spec, confinement)?;
@@ -709,7 +735,9 @@ fn spawn_guardian(spec: &mut ChildSpec, confinement: &mut Confinement) -> io::Re
     if !spec.pid_ns && confinement.want_pid_namespace {
         let simulated =
             confinement.user_namespace().is_none() && confinement.needs_user_namespace();
-        let why = if confinement.needs_user_namespace() {
+        let why = if crate::confine::probe::kernel().simulated.contains(&"pidns") {
+            format!("simulated by {}", crate::confine::probe::SIMULATE_ENV)
+        } else if confinement.needs_user_namespace() {
             format!(
                 "agent-rsh runs without CAP_SYS_ADMIN and {}",
                 crate::confine::userns::blocker(simulated)
@@ -734,8 +762,10 @@ fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
     } else {
         None
     };
-    if spec.pid_ns && user_ns.is_none() && confinement.needs_user_namespace() {
-        // The simulation seam took user namespaces away.
+    if spec.pid_ns && user_ns.is_none() && confinement.needs_user_namespace()
+        || spec.pid_ns && crate::confine::probe::kernel().simulated.contains(&"pidns")
+    {
+        // The simulation seam took user (or PID) namespaces away.
         // SAFETY: setting errno for the caller to read.
         unsafe { *libc::__errno_location() = libc::EPERM };
         return -1;
@@ -797,6 +827,12 @@ fn guardian_main(
             libc::_exit(125);
         }
     };
+    // The run's cgroup first, before anything is forked: every process of
+    // the run is born inside it. The fds were opened by agent-rsh, whose
+    // credentials the kernel checks, so this works in a user namespace.
+    if let Err(e) = crate::confine::cgroup::join_raw(&spec.cgroup[..spec.cgroup_n]) {
+        fail(Stage::Cgroup, e);
+    }
     // SAFETY: raw system calls in a freshly cloned child.
     unsafe {
         if spec.pid_ns {

@@ -1,10 +1,20 @@
-//! Raw kernel calls shared by the faces, the jobs and their supervisor:
-//! the few places that need a file descriptor rather than a `std` type.
-//! (Pipes are `std::io::pipe`; the confinement's own calls are in `confine`.)
+//! Raw kernel calls shared by the faces, the jobs, their supervisor and
+//! the script interpreter: pipes, the `flock` protocol between runs, jobs
+//! and `jobs --gc`, and writing a whole buffer to a file descriptor.
+//! (The confinement's own calls are in `confine`.)
+//!
+//! Everything here is a single system call or a loop of them with no
+//! allocation, so it may be called in a forked child.
 
 use std::fs::{File, TryLockError};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+/// A pipe whose ends close on exec: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = io::pipe()?;
+    Ok((r.into(), w.into()))
+}
 
 /// Takes an exclusive `flock` on `f`, waiting for it; a signal does not
 /// cut the wait short. The lock belongs to the open file description: it
@@ -19,10 +29,29 @@ pub fn lock(f: &File) -> io::Result<()> {
     }
 }
 
-/// True when another open file description holds a lock on `f`'s file
-/// (probed with a shared lock that is released when `f` closes).
+/// Takes an exclusive `flock` on `f` if nobody holds one; true when taken.
+/// It lasts as long as `f` (and any duplicate of it) stays open.
+pub fn try_lock(f: &File) -> bool {
+    f.try_lock().is_ok()
+}
+
+/// Takes a shared `flock` on `f` unless someone holds an exclusive one;
+/// true when taken. It lasts as long as `f` stays open: a run marks its
+/// fresh workspace in use this way.
+pub fn try_lock_shared(f: &File) -> bool {
+    f.try_lock_shared().is_ok()
+}
+
+/// True when another open file description holds an exclusive lock on
+/// `f`'s file (probed with a shared lock that is released when `f` closes).
 pub fn held_by_another(f: &File) -> bool {
     matches!(f.try_lock_shared(), Err(TryLockError::WouldBlock))
+}
+
+/// True when anyone holds any lock (shared or exclusive) on `f`'s file, or
+/// the probe fails (probed with an exclusive lock released when `f` closes).
+pub fn held(f: &File) -> bool {
+    f.try_lock().is_err()
 }
 
 /// Writes all of `data` to `fd`, retrying short writes and EINTR.
@@ -65,6 +94,33 @@ mod tests {
         assert!(held_by_another(&File::open(&path).unwrap()));
         drop(dup);
         assert!(!held_by_another(&File::open(&path).unwrap()));
+    }
+
+    #[test]
+    fn a_shared_lock_is_held_but_not_exclusively() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let shared = File::create(&path).unwrap();
+        assert!(!held(&File::open(&path).unwrap()));
+        assert!(try_lock_shared(&shared));
+        assert!(held(&File::open(&path).unwrap()));
+        assert!(!held_by_another(&File::open(&path).unwrap()));
+        assert!(!try_lock(&File::open(&path).unwrap()));
+        drop(shared);
+        let excl = File::open(&path).unwrap();
+        assert!(try_lock(&excl));
+        assert!(!try_lock_shared(&File::open(&path).unwrap()));
+        assert!(held_by_another(&File::open(&path).unwrap()));
+    }
+
+    #[test]
+    fn pipe_ends_close_on_exec() {
+        let (r, w) = pipe().unwrap();
+        for fd in [r.as_raw_fd(), w.as_raw_fd()] {
+            // SAFETY: F_GETFD on an fd we own.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        }
     }
 
     #[test]

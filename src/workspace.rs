@@ -106,7 +106,7 @@ impl Workspace {
         // opens with O_CLOEXEC: the child does not get it).
         let in_use = std::fs::File::open(&root).ok();
         if let Some(f) = &in_use {
-            let _ = f.try_lock_shared();
+            crate::sys::try_lock_shared(f);
         }
         Ok(Workspace {
             root,

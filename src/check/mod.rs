@@ -157,7 +157,28 @@ fn check_into(
     let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
     let cwd = confine_cwd(req.cwd.as_deref())?;
     let timeout_ms = timeout_of(policy, req, &mut warnings)?;
-    Ok(Plan {
+    Ok(plan(
+        policy,
+        req,
+        (argv, program),
+        env,
+        cwd,
+        timeout_ms,
+        warnings,
+    ))
+}
+
+/// The plan of an admitted request that runs `program` as `argv`.
+fn plan(
+    policy: &Policy,
+    req: &Request,
+    (argv, program): (Vec<String>, PathBuf),
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+    timeout_ms: u64,
+    warnings: Vec<String>,
+) -> Plan {
+    Plan {
         command: req.display(),
         argv,
         program,
@@ -178,7 +199,7 @@ fn check_into(
         warnings,
         script: None,
         pass_fd: None,
-    })
+    }
 }
 
 /// The timeout a request gets, and a warning when it asked for more.
@@ -219,27 +240,13 @@ fn script_plan(
     let mut warnings = sp.verified.warnings.clone();
     let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
     let timeout_ms = timeout_of(policy, req, &mut warnings)?;
+    let interpreter = (
+        vec!["agent-rsh".into(), crate::script::INTERPRETER_ARG.into()],
+        crate::script::interpreter_program(),
+    );
     Ok(Plan {
-        command: req.display(),
-        argv: vec!["agent-rsh".into(), crate::script::INTERPRETER_ARG.into()],
-        program: crate::script::interpreter_program(),
-        env,
-        cwd,
-        timeout: Duration::from_millis(timeout_ms),
-        grace: Duration::from_millis(policy.limits.kill_grace_ms),
-        output_cap: policy.output.cap_bytes,
-        strip_ansi: policy.output.strip_ansi,
-        stdin: req.stdin.clone(),
-        path_var: policy
-            .commands
-            .search_path
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(":"),
-        warnings,
         script: Some(std::sync::Arc::new(sp)),
-        pass_fd: None,
+        ..plan(policy, req, interpreter, env, cwd, timeout_ms, warnings)
     })
 }
 

@@ -34,23 +34,23 @@ static RULE_CELLS: [OnceLock<RuleSpec>; RULES.len()] = [const { OnceLock::new() 
 /// Entry `i` of a kind, parsed and checked on first use. The packs are
 /// part of the binary: one that does not parse is a build defect, caught
 /// by the unit tests, which parse them all.
-fn entry<T: DeserializeOwned>(
+fn entry<T: DeserializeOwned, E: std::fmt::Display>(
     cells: &'static [OnceLock<T>],
     entries: &[Entry],
     i: usize,
-    check: fn(&T) -> Result<(), String>,
+    check: fn(&T) -> Result<(), E>,
 ) -> &'static T {
     cells[i].get_or_init(|| {
         let e = &entries[i];
         let parsed = serde_json::from_str(&ENTRIES[e.start..e.end])
             .map_err(|err| err.to_string())
-            .and_then(|v| check(&v).map(|()| v));
+            .and_then(|v| check(&v).map(|()| v).map_err(|err| err.to_string()));
         parsed.unwrap_or_else(|err| panic!("embedded packs: {}: {err}", PACK_FILES[e.file]))
     })
 }
 
 fn grammar_at(i: usize) -> &'static Grammar {
-    entry(&GRAMMAR_CELLS, GRAMMARS, i, |_| Ok(()))
+    entry(&GRAMMAR_CELLS, GRAMMARS, i, |_| Ok::<(), String>(()))
 }
 
 fn wrapper_at(i: usize) -> &'static WrapperSpec {

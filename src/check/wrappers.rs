@@ -19,6 +19,15 @@ pub const MAX_DEPTH: usize = 5;
 /// a crafted line cannot make the judge's work grow without bound.
 pub const MAX_COMMANDS: usize = 64;
 
+/// A wrapper of a pack that is not well formed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WrapperError {
+    #[error("wrapper: commands must name at least one program")]
+    NoCommands,
+    #[error("wrapper {0}: opaque_reason and opaque_hint are required when it can be opaque")]
+    NoOpaqueReason(String),
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WrapperSpec {
@@ -78,18 +87,15 @@ impl WrapperSpec {
     }
 
     /// Checks the wrapper is well formed (packs load it once per process).
-    pub fn validate(&self) -> Result<(), String> {
-        let name = self.commands.first().map_or("?", String::as_str);
-        if self.commands.is_empty() {
-            return Err("wrapper: commands must name at least one program".into());
-        }
+    pub fn validate(&self) -> Result<(), WrapperError> {
+        let Some(name) = self.commands.first() else {
+            return Err(WrapperError::NoCommands);
+        };
         // no_command_word compiles on first use (a unit test compiles it):
         // compiling at load would cost every process.
         let opaque = self.opaque || self.shell_without_command || !self.opaque_with.is_empty();
         if opaque && (self.opaque_reason.trim().is_empty() || self.opaque_hint.trim().is_empty()) {
-            return Err(format!(
-                "wrapper {name}: opaque_reason and opaque_hint are required when it can be opaque"
-            ));
+            return Err(WrapperError::NoOpaqueReason(name.clone()));
         }
         Ok(())
     }

@@ -23,9 +23,10 @@
 //!
 //! Joining: the run's first process (the guardian, freshly cloned, raw
 //! system calls only) writes `"0"` into each fd of `join_fds`, already-open
-//! `cgroup.procs` files. The kernel checks the opener's credentials, so the
-//! write works after the guardian entered a user namespace. Everything it
-//! forks afterwards is born inside.
+//! `cgroup.procs` files (v1: `tasks`, the same for a process of one thread,
+//! without the global lock). The kernel checks the opener's credentials, so
+//! the write works after the guardian entered a user namespace. Everything
+//! it forks afterwards is born inside.
 
 use serde::Serialize;
 use std::ffi::{CStr, CString};
@@ -79,9 +80,14 @@ impl fmt::Display for CgroupError {
             }
             CgroupError::NotPermitted { path, errno } => write!(
                 f,
-                "cannot create a cgroup in {}: {} (run as root, or give this account a delegated cgroup v2 subtree with the memory and pids controllers, e.g. systemd's Delegate=yes)",
+                "cannot create a cgroup in {}: {} ({})",
                 path.display(),
-                io::Error::from_raw_os_error(*errno)
+                io::Error::from_raw_os_error(*errno),
+                if *errno == libc::EROFS {
+                    "the cgroup file system is mounted read-only, as in a container: give the container a writable cgroup namespace with the memory and pids controllers delegated"
+                } else {
+                    "run as root, or give this account a delegated cgroup v2 subtree with the memory and pids controllers, e.g. systemd's Delegate=yes"
+                }
             ),
             CgroupError::Io { op, path, errno } => write!(
                 f,
@@ -232,7 +238,7 @@ impl RunCgroup {
     /// leftovers of agent-rsh processes that died without removing theirs.
     pub fn create(memory_bytes: u64, processes: u64) -> Result<RunCgroup, CgroupError> {
         let (found, fds) = cached()?;
-        if !GC_DONE.swap(true, Ordering::Relaxed) {
+        if gc_due() {
             gc_parents(&found.parents);
         }
         match RunCgroup::create_in(&found, fds, memory_bytes, processes) {
@@ -324,13 +330,29 @@ impl RunCgroup {
                 }
             }
         }
+        // v1: the guardian joins through `tasks`, moving only its one
+        // thread (it has no other: freshly cloned). Moving the current
+        // thread alone spares the kernel's global threadgroup lock, whose
+        // write side waits out an RCU grace period (measured here: about
+        // 8 ms through cgroup.procs after an idle moment, 40 us through
+        // tasks). v2 has no such file outside threaded subtrees.
+        let join_file = match cg.mechanism {
+            Mechanism::V2 => c"cgroup.procs",
+            Mechanism::V1 => c"tasks",
+        };
         for i in 0..cg.dirs.len() {
             let fd = open_at(
                 cg.dir_fds[i].as_raw_fd(),
-                c"cgroup.procs",
+                join_file,
                 libc::O_WRONLY | libc::O_CLOEXEC,
             )
-            .map_err(|e| io_err("open", &cg.dirs[i].join("cgroup.procs"), &e))?;
+            .map_err(|e| {
+                io_err(
+                    "open",
+                    &cg.dirs[i].join(join_file.to_string_lossy().as_ref()),
+                    &e,
+                )
+            })?;
             cg.join_raw.push(fd.as_raw_fd());
             cg.join.push(fd);
         }
@@ -339,7 +361,7 @@ impl RunCgroup {
     }
 
     /// Open (O_WRONLY, O_CLOEXEC) `cgroup.procs` files of the run's
-    /// cgroup, one per hierarchy. The guardian joins with
+    /// cgroup (v1: `tasks`), one per hierarchy. The guardian joins with
     /// `write(fd, "0", 1)` on each, before it forks the command; they stay
     /// valid until `remove` (or drop).
     pub fn join_fds(&self) -> &[RawFd] {
@@ -390,6 +412,16 @@ impl RunCgroup {
             Mechanism::V1 => c"memory.max_usage_in_bytes",
         };
         self.read(0, file).ok()?.trim().parse().ok()
+    }
+
+    /// The most tasks the run had at once, where the kernel reports it
+    /// (`pids.peak`, Linux 6.13+ in v2 and v1).
+    pub fn tasks_peak(&self) -> Option<u64> {
+        let i = match self.mechanism {
+            Mechanism::V2 => 0,
+            Mechanism::V1 => 1,
+        };
+        self.read(i, c"pids.peak").ok()?.trim().parse().ok()
     }
 
     /// Writes interface file `file` of the run's directory `i`.
@@ -656,10 +688,76 @@ fn cached() -> Result<(Layout, Vec<Arc<OwnedFd>>), CgroupError> {
 }
 
 static FORGET: AtomicBool = AtomicBool::new(false);
-static GC_DONE: AtomicBool = AtomicBool::new(false);
+
+/// How often a long-lived process (the MCP server, a login shell) sweeps
+/// leftovers again; a short-lived one sweeps once, at its first run.
+const GC_EVERY: Duration = Duration::from_secs(60);
+
+/// Whether `create` should sweep leftovers now: at the first run of a
+/// process, then at most once per `GC_EVERY`.
+fn gc_due() -> bool {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    if last.is_some_and(|t| now.duration_since(t) < GC_EVERY) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
 
 fn forget_layout() {
     FORGET.store(true, Ordering::Relaxed);
+}
+
+/// The tightest `pids.max` from the caller's own cgroup up to the top of
+/// the hierarchy it sees, and the directory that sets it: what bounds the
+/// tasks of a root caller when no run cgroup can be made (a container's
+/// pids limit, shared with everything else in the container). None when
+/// nothing visible bounds them.
+pub fn enclosing_pids_max() -> Option<(u64, PathBuf)> {
+    let own = read_small(Path::new("/proc/self/cgroup")).ok()?;
+    let mountinfo = read_small(Path::new("/proc/self/mountinfo")).ok()?;
+    enclosing_pids_max_in(&parse_mounts(&mountinfo), &own)
+}
+
+fn enclosing_pids_max_in(mounts: &[Mount], own: &str) -> Option<(u64, PathBuf)> {
+    let v1 = own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+        list.split(',').any(|c| c == "pids").then_some(path)
+    });
+    let (mount, own_dir) = match v1 {
+        Some(path) => mounts
+            .iter()
+            .filter(|m| !m.v2 && m.controllers.iter().any(|c| c == "pids"))
+            .find_map(|m| dir_in(m, path).map(|d| (m, d)))?,
+        None => {
+            let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+            mounts
+                .iter()
+                .filter(|m| m.v2)
+                .find_map(|m| dir_in(m, path).map(|d| (m, d)))?
+        }
+    };
+    let mut best: Option<(u64, PathBuf)> = None;
+    let mut dir = own_dir.as_path();
+    loop {
+        // "max" (unbounded) does not parse; the root has no such file.
+        if let Ok(n) = read_small(&dir.join("pids.max"))
+            .unwrap_or_default()
+            .trim()
+            .parse::<u64>()
+            && best.as_ref().is_none_or(|(b, _)| n < *b)
+        {
+            best = Some((n, dir.to_path_buf()));
+        }
+        match dir.parent() {
+            Some(p) if dir != mount.mount_point && p.starts_with(&mount.mount_point) => dir = p,
+            _ => break,
+        }
+    }
+    best
 }
 
 /// Whether a run cgroup can be created here, and which kind: what `doctor`
@@ -1190,6 +1288,46 @@ mod tests {
         // Not a cgroup file system: no shortcut.
         let t = tempfile::tempdir().unwrap();
         assert_eq!(discover_usual(t.path(), &own), None);
+    }
+
+    /// The tightest pids.max on the way up, through the mount's root (a
+    /// container sees its own cgroup at the mount point).
+    #[test]
+    fn enclosing_pids_bound_is_found() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let own = root.join("pids/a/b");
+        std::fs::create_dir_all(&own).unwrap();
+        let mountinfo = format!(
+            "36 31 0:32 / {} rw,relatime - cgroup cgroup rw,pids\n",
+            root.join("pids").display()
+        );
+        let mounts = parse_mounts(&mountinfo);
+        let cg = "8:pids:/a/b\n0::/\n";
+        assert_eq!(enclosing_pids_max_in(&mounts, cg), None);
+        std::fs::write(own.join("pids.max"), "max\n").unwrap();
+        std::fs::write(root.join("pids/a/pids.max"), "2048\n").unwrap();
+        assert_eq!(
+            enclosing_pids_max_in(&mounts, cg),
+            Some((2048, root.join("pids/a")))
+        );
+        std::fs::write(own.join("pids.max"), "4096\n").unwrap();
+        assert_eq!(
+            enclosing_pids_max_in(&mounts, cg),
+            Some((2048, root.join("pids/a")))
+        );
+        // A container: its own cgroup is the mount's root.
+        let mountinfo = format!(
+            "91 83 0:36 /libpod/x {} ro,relatime - cgroup cgroup rw,pids\n",
+            own.display()
+        );
+        let mounts = parse_mounts(&mountinfo);
+        assert_eq!(
+            enclosing_pids_max_in(&mounts, "8:pids:/libpod/x\n"),
+            Some((4096, own.clone()))
+        );
+        // No pids hierarchy at all.
+        assert_eq!(enclosing_pids_max_in(&[], cg), None);
     }
 
     #[test]

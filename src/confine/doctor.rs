@@ -32,6 +32,11 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         (false, Duration::ZERO)
     };
     let (_, plain_cost) = probe::try_namespaces(pid_flags);
+    let cgroup_hierarchy = if k.simulated.contains(&"cgroup") {
+        Err(format!("simulated by {}", probe::SIMULATE_ENV))
+    } else {
+        super::cgroup::probe().map_err(|e| e.to_string())
+    };
     let mountns = !k.simulated.contains(&"mountns")
         && probe::try_namespaces(
             pid_flags
@@ -84,6 +89,10 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                     l.as_object_mut().map(|o| o.remove(key));
                 }
             }
+            // Nor do the directories of the doctor's own (removed) cgroup.
+            if let Some(c) = r.pointer_mut("/resources") {
+                c.as_object_mut().map(|o| o.remove("paths"));
+            }
             (Some(r), None::<String>)
         }
         Err(e) => (None, Some(e.clone())),
@@ -105,6 +114,9 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 "userNamespace": user_ns_available,
                 "networkNamespace": netns,
                 "mountNamespace": mountns,
+                "cgroup": cgroup_hierarchy.as_ref().ok().map(|m| m.describe()),
+                "cgroupProblem": cgroup_hierarchy.as_ref().err(),
+                "nprocBindsCaller": !super::nproc_exempt(),
                 "networkNamespaceCostUs": netns.then(|| netns_cost.saturating_sub(plain_cost).as_micros() as u64),
             },
             "simulatedMissing": k.simulated,
@@ -161,6 +173,13 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             }
         );
         println!("  mount namespace:   {}", yes(mountns));
+        println!(
+            "  cgroup:            {}",
+            match &cgroup_hierarchy {
+                Ok(m) => m.to_string(),
+                Err(e) => format!("no ({e})"),
+            }
+        );
         println!(
             "  network namespace: {}{}",
             yes(netns),
@@ -240,6 +259,25 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                     "kept"
                 }
             );
+            let res = &r.resources;
+            println!(
+                "  resources:         {}",
+                match res.reason {
+                    None => format!(
+                        "the run's own {} (memory {}, tasks {})",
+                        res.mechanism,
+                        res.memory_bytes
+                            .map_or("unbounded".to_string(), |b| format!("{b} B")),
+                        res.processes
+                            .map_or("unbounded".to_string(), |p| p.to_string())
+                    ),
+                    Some(_) => format!(
+                        "{} (no cgroup of its own: {})",
+                        res.mechanism,
+                        res.reason.as_deref().unwrap_or("")
+                    ),
+                }
+            );
             let l = &r.limits;
             println!(
                 "  limits:            cpu {} s, files {} B, open files {}, processes {}, address space {}",
@@ -259,6 +297,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             println!("  modes, owners, times, xattrs:       {}", g.metadata);
             println!("  no socket outside the scopes:       {}", g.sockets);
             println!("  no descendant outlives the run:     {}", g.tree);
+            println!("  one run cannot take the host:       {}", g.resources);
         }
         for w in &warnings {
             println!("warning: {w}");

@@ -61,6 +61,8 @@ pub struct Report {
     /// and bounding sets (matters when agent-rsh runs as root).
     pub capabilities_dropped: bool,
     pub limits: LimitsReport,
+    /// What bounds the memory and the tasks of the whole run.
+    pub resources: ResourcesReport,
     /// Layers the simulation seam took away (tests only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub simulated_missing: Vec<&'static str>,
@@ -81,6 +83,175 @@ pub struct Guarantees {
     pub sockets: String,
     /// No descendant outlives the run.
     pub tree: String,
+    /// One run cannot take the host: memory and tasks of the whole run.
+    pub resources: String,
+}
+
+/// What bounds the memory and the tasks (processes and threads) of the
+/// whole run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesReport {
+    /// `cgroup v2` or `cgroup v1 memory+pids` (the run's own cgroup:
+    /// `limits.memory_bytes` and `limits.processes` for the whole run);
+    /// `rlimits` (no cgroup: RLIMIT_NPROC counts the caller's tasks,
+    /// RLIMIT_AS bounds each process); `enclosing cgroup` (root without a
+    /// run cgroup, whose tasks RLIMIT_NPROC does not count: the `pids.max`
+    /// of a cgroup agent-rsh runs in, a container's, bounds them);
+    /// `address space only` (root, best-effort or off, nothing bounding
+    /// its tasks).
+    pub mechanism: &'static str,
+    /// The run's cgroup: bytes of memory the whole run may use (absent:
+    /// not bounded by a cgroup).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// The run's cgroup: tasks the whole run may have at once (absent: not
+    /// bounded by a cgroup).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// The run's cgroup: swap held at zero, so it does not extend the
+    /// memory bound (false where the kernel does not account swap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_bounded: Option<bool>,
+    /// The run cgroup's directories (removed after the run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// After the run: processes the OOM killer ended at the memory bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_kills: Option<u64>,
+    /// After the run: forks and clones refused at the task bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids_refused: Option<u64>,
+    /// The run's highest memory use, where the kernel reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
+    /// The most tasks the run had at once, where the kernel reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_peak: Option<u64>,
+    /// `enclosing cgroup`: its `pids.max` and directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enclosing_pids_max: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enclosing_cgroup: Option<String>,
+    /// Why the run has no cgroup of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `ResourcesReport::mechanism` values besides the cgroup versions.
+pub const RESOURCES_RLIMITS: &str = "rlimits";
+pub const RESOURCES_ENCLOSING: &str = "enclosing cgroup";
+pub const RESOURCES_AS_ONLY: &str = "address space only";
+
+impl ResourcesReport {
+    fn of_cgroup(cg: &cgroup::RunCgroup) -> ResourcesReport {
+        ResourcesReport {
+            mechanism: match cg.mechanism() {
+                cgroup::Mechanism::V2 => "cgroup v2",
+                cgroup::Mechanism::V1 => "cgroup v1 memory+pids",
+            },
+            memory_bytes: cg.report().memory_bytes,
+            processes: cg.report().processes,
+            swap_bounded: Some(cg.report().swap_bounded),
+            paths: cg.report().paths.clone(),
+            oom_kills: None,
+            pids_refused: None,
+            memory_peak_bytes: None,
+            tasks_peak: None,
+            enclosing_pids_max: None,
+            enclosing_cgroup: None,
+            reason: None,
+        }
+    }
+}
+
+/// Whether the kernel exempts the caller's processes from RLIMIT_NPROC:
+/// its real uid is root of the initial user namespace. A root whose user
+/// namespace maps it to another uid (a rootless container) is counted like
+/// any account. When the map cannot be read, exempt is assumed.
+pub fn nproc_exempt() -> bool {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    uid == 0
+        && nproc_exempt_by_map(&std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default())
+}
+
+/// Root is exempt when its uid map sends 0 to 0 outside (or cannot be
+/// read: exempt is the safe assumption).
+fn nproc_exempt_by_map(map: &str) -> bool {
+    let outside = map.lines().find_map(|l| {
+        let f: Vec<u64> = l
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        (f.len() == 3 && f[0] == 0 && f[2] > 0).then_some(f[1])
+    });
+    outside.is_none_or(|o| o == 0)
+}
+
+/// The run's bounds when it gets no cgroup of its own (`why`): rlimits for
+/// an account RLIMIT_NPROC counts; for root, the `pids.max` of a cgroup it
+/// runs in, or nothing, which "required" refuses.
+fn resources_without_cgroup(
+    mode: ConfinementMode,
+    why: String,
+    warnings: &mut Vec<String>,
+) -> Result<ResourcesReport, String> {
+    let exempt = nproc_exempt();
+    let enclosing = if exempt {
+        cgroup::enclosing_pids_max()
+    } else {
+        None
+    };
+    fallback(mode, exempt, enclosing, why, warnings)
+}
+
+/// The decision of `resources_without_cgroup`, from what it found: whether
+/// RLIMIT_NPROC exempts the caller, and the enclosing cgroup's bound.
+fn fallback(
+    mode: ConfinementMode,
+    nproc_exempt: bool,
+    enclosing: Option<(u64, std::path::PathBuf)>,
+    why: String,
+    warnings: &mut Vec<String>,
+) -> Result<ResourcesReport, String> {
+    let mut r = ResourcesReport {
+        mechanism: RESOURCES_RLIMITS,
+        memory_bytes: None,
+        processes: None,
+        swap_bounded: None,
+        paths: Vec::new(),
+        oom_kills: None,
+        pids_refused: None,
+        memory_peak_bytes: None,
+        tasks_peak: None,
+        enclosing_pids_max: None,
+        enclosing_cgroup: None,
+        reason: Some(why),
+    };
+    if !nproc_exempt {
+        return Ok(r);
+    }
+    if let Some((max, dir)) = enclosing {
+        r.mechanism = RESOURCES_ENCLOSING;
+        r.enclosing_pids_max = Some(max);
+        r.enclosing_cgroup = Some(dir.display().to_string());
+        return Ok(r);
+    }
+    r.mechanism = RESOURCES_AS_ONLY;
+    let why = r.reason.as_deref().unwrap_or_default();
+    match mode {
+        ConfinementMode::Required => Err(format!(
+            "the run's cgroup is not available ({why}), and root's processes are bound neither by RLIMIT_NPROC nor by the pids.max of a cgroup agent-rsh runs in, so one run could exhaust the host's processes; confinement = \"required\" refuses to run (make a cgroup hierarchy with the memory and pids controllers writable for root, start agent-rsh in a cgroup with a pids limit such as a container's --pids-limit, run it as an account other than root, or set confinement = \"best-effort\"; `agent-rsh doctor` shows what holds)"
+        )),
+        ConfinementMode::BestEffort => {
+            warnings.push(format!(
+                "limits.processes and limits.memory_bytes are not enforced for the whole run: the run's cgroup is not available ({why}) and root's processes are not bound by RLIMIT_NPROC; only RLIMIT_AS bounds each process (confinement = \"best-effort\")"
+            ));
+            Ok(r)
+        }
+        ConfinementMode::Off => Ok(r),
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -120,6 +291,7 @@ pub enum Stage {
     UserNamespace = 8,
     Exec = 9,
     MountView = 10,
+    Cgroup = 11,
 }
 
 impl Stage {
@@ -135,6 +307,7 @@ impl Stage {
             8 => Stage::UserNamespace,
             9 => Stage::Exec,
             10 => Stage::MountView,
+            11 => Stage::Cgroup,
             _ => return None,
         })
     }
@@ -153,6 +326,7 @@ impl Stage {
             }
             Stage::Exec => "executing the program",
             Stage::MountView => "building the run's private mount view",
+            Stage::Cgroup => "joining the run's cgroup",
         }
     }
 }
@@ -174,6 +348,9 @@ pub struct Confinement {
     /// Create the namespaces inside a new user namespace, with these maps.
     user_namespace: Option<userns::Maps>,
     want_net_namespace: bool,
+    /// The run's cgroup, created before the guardian is cloned; removed by
+    /// `finish_cgroup` after the run (or on drop, on every other path).
+    cgroup: Option<cgroup::RunCgroup>,
     warnings: Vec<String>,
     report: Report,
 }
@@ -367,6 +544,20 @@ impl Confinement {
             });
             Some(view::View::prepare(&inputs, rule)?)
         };
+        // The run's cgroup, last: nothing above can fail after it exists
+        // (it would be removed on drop anyway).
+        let made = if kernel.simulated.contains(&"cgroup") {
+            Err(format!("simulated by {}", probe::SIMULATE_ENV))
+        } else {
+            cgroup::RunCgroup::create(l.memory_bytes, l.processes).map_err(|e| e.to_string())
+        };
+        let (run_cgroup, resources) = match made {
+            Ok(cg) => {
+                let r = ResourcesReport::of_cgroup(&cg);
+                (Some(cg), r)
+            }
+            Err(why) => (None, resources_without_cgroup(mode, why, &mut warnings)?),
+        };
         Ok(Confinement {
             rlimits,
             no_new_privs: true,
@@ -381,6 +572,7 @@ impl Confinement {
             want_pid_namespace: true,
             user_namespace,
             want_net_namespace,
+            cgroup: run_cgroup,
             warnings,
             report: Report {
                 mode,
@@ -403,6 +595,7 @@ impl Confinement {
                     processes: l.processes,
                     core_bytes: 0,
                 },
+                resources,
                 simulated_missing: kernel.simulated.clone(),
             },
         })
@@ -413,6 +606,63 @@ impl Confinement {
     pub fn set_pid_namespace(&mut self, on: bool) {
         self.report.pid_namespace = on;
         self.report.user_namespace = on && self.user_namespace.is_some();
+    }
+
+    /// The open `cgroup.procs` files the guardian writes to join the run's
+    /// cgroup (empty without one).
+    pub fn cgroup_join_fds(&self) -> &[RawFd] {
+        self.cgroup.as_ref().map_or(&[], |c| c.join_fds())
+    }
+
+    /// Whether the run may go on without its cgroup: another mechanism
+    /// holds the bounds, or the mode allows running without.
+    pub fn may_run_without_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+            && resources_without_cgroup(self.report.mode, String::new(), &mut Vec::new()).is_ok()
+    }
+
+    /// The guardian could not join the run's cgroup (`why`): run without
+    /// it (and remove it) when `may_run_without_cgroup`; returns whether a
+    /// retry without the cgroup makes sense.
+    pub fn give_up_cgroup(&mut self, why: &str) -> bool {
+        if self.cgroup.is_none() {
+            return false;
+        }
+        let mut warnings = Vec::new();
+        match resources_without_cgroup(
+            self.report.mode,
+            format!("joining it failed: {why}"),
+            &mut warnings,
+        ) {
+            Ok(r) => {
+                self.cgroup = None;
+                self.report.resources = r;
+                self.warnings.extend(warnings);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// After the run: reads what the run's cgroup counted (OOM kills,
+    /// refused forks) into the report, then removes it, killing whatever
+    /// is still inside. Returns warnings for the RunResult.
+    pub fn finish_cgroup(&mut self) -> Vec<String> {
+        let Some(cg) = self.cgroup.take() else {
+            return Vec::new();
+        };
+        let ev = cg.events();
+        let mut w = ev.warnings(cg.report());
+        self.report.resources.oom_kills = Some(ev.oom_kills);
+        self.report.resources.pids_refused = Some(ev.pids_refused);
+        self.report.resources.memory_peak_bytes = cg.memory_peak_bytes();
+        self.report.resources.tasks_peak = cg.tasks_peak();
+        if let Err(e) = cg.remove() {
+            w.push(format!(
+                "the run's cgroup could not be removed ({e}); a later run of agent-rsh collects it"
+            ));
+        }
+        w
     }
 
     /// The mount view the guardian should build, if still wanted.
@@ -488,12 +738,48 @@ impl Confinement {
         } else {
             none()
         };
-        g.tree = if pid_ns {
-            "pid namespace".into()
-        } else if off {
-            "process group + subreaper".into()
-        } else {
-            "subreaper (a guardian that is itself SIGKILLed leaves the tree)".into()
+        let cgroup = self.cgroup.is_some();
+        g.tree = match (pid_ns, cgroup) {
+            (true, false) => "pid namespace".into(),
+            (true, true) => "pid namespace + the run's cgroup, emptied at the end".into(),
+            (false, true) => {
+                "subreaper + the run's cgroup, emptied by agent-rsh at the end (only a guardian SIGKILLed together with agent-rsh leaves the tree)".into()
+            }
+            (false, false) if off => "process group + subreaper".into(),
+            (false, false) => {
+                "subreaper (a guardian that is itself SIGKILLed leaves the tree)".into()
+            }
+        };
+        let res = &r.resources;
+        g.resources = match res.mechanism {
+            RESOURCES_RLIMITS => format!(
+                "rlimits: RLIMIT_NPROC ({}) + RLIMIT_AS (per process); no cgroup of its own",
+                if r.user_namespace {
+                    "the caller's tasks in the run's user namespace"
+                } else {
+                    "every task of the caller's uid"
+                }
+            ),
+            RESOURCES_ENCLOSING => format!(
+                "the enclosing cgroup: pids.max {} of {} (shared with everything in it) + RLIMIT_AS (per process)",
+                res.enclosing_pids_max.unwrap_or(0),
+                res.enclosing_cgroup.as_deref().unwrap_or("?")
+            ),
+            RESOURCES_AS_ONLY => {
+                "RLIMIT_AS (per process) only: root's tasks are not bounded".into()
+            }
+            cg => match (res.memory_bytes, res.processes) {
+                (Some(_), Some(_)) => {
+                    format!("{cg}: memory and tasks of the whole run, root's included")
+                }
+                (None, Some(_)) => format!(
+                    "{cg}: tasks of the whole run, root's included; memory not bounded (limits.memory_bytes = 0)"
+                ),
+                (Some(_), None) => format!(
+                    "{cg}: memory of the whole run; tasks not bounded (limits.processes = 0)"
+                ),
+                _ => format!("{cg}: no bound set (limits.memory_bytes and limits.processes = 0)"),
+            },
         };
     }
 
@@ -749,4 +1035,59 @@ fn family_names(v: filter::Variant) -> Vec<&'static str> {
 
 pub fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_exempt_from_rlimit_nproc_unless_remapped() {
+        for (map, exempt) in [
+            ("         0          0 4294967295\n", true),
+            // A rootless container: uid 0 is 1000 outside.
+            ("0 1000 1\n1 100000 65536\n", false),
+            ("1 100000 65536\n0 0 1\n", true),
+            // Unreadable: assume exempt (the safe side).
+            ("", true),
+        ] {
+            assert_eq!(nproc_exempt_by_map(map), exempt, "{map:?}");
+        }
+    }
+
+    /// Without a cgroup of the run's own: an account is held by rlimits in
+    /// every mode; root by an enclosing pids.max, else "required" refuses
+    /// in one line and best-effort warns.
+    #[test]
+    fn without_a_cgroup_the_fallback_depends_on_who_and_the_mode() {
+        use ConfinementMode::*;
+        let enclosing = || Some((2048, std::path::PathBuf::from("/sys/fs/cgroup/pids")));
+        for mode in [Required, BestEffort, Off] {
+            let mut w = Vec::new();
+            let r = fallback(mode, false, None, "why".into(), &mut w).unwrap();
+            assert_eq!((r.mechanism, w.len()), (RESOURCES_RLIMITS, 0), "{mode:?}");
+            assert_eq!(r.reason.as_deref(), Some("why"));
+            let r = fallback(mode, true, enclosing(), "why".into(), &mut w).unwrap();
+            assert_eq!((r.mechanism, w.len()), (RESOURCES_ENCLOSING, 0), "{mode:?}");
+            assert_eq!(r.enclosing_pids_max, Some(2048));
+        }
+        let mut w = Vec::new();
+        let e = fallback(Required, true, None, "ro".into(), &mut w).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        for said in [
+            "(ro)",
+            "RLIMIT_NPROC",
+            "pids.max",
+            "--pids-limit",
+            "\"best-effort\"",
+        ] {
+            assert!(e.contains(said), "{said}: {e}");
+        }
+        let r = fallback(BestEffort, true, None, "ro".into(), &mut w).unwrap();
+        assert_eq!(r.mechanism, RESOURCES_AS_ONLY);
+        assert!(w[0].contains("limits.processes"), "{w:?}");
+        let mut w = Vec::new();
+        let r = fallback(Off, true, None, "ro".into(), &mut w).unwrap();
+        assert_eq!((r.mechanism, w.len()), (RESOURCES_AS_ONLY, 0));
+    }
 }

@@ -1,6 +1,6 @@
 //! What this kernel offers, probed once per process.
 //!
-//! The simulation seam: `AGENT_RSH_SIMULATE_MISSING=landlock,seccomp,netns,userns,mountns`
+//! The simulation seam: `AGENT_RSH_SIMULATE_MISSING=landlock,seccomp,netns,userns,mountns,pidns,cgroup`
 //! makes the probe report those layers as unavailable. It can only take
 //! layers away, never add them; under `confinement = "required"` a layer
 //! taken away makes the run fail closed, under "best-effort" the RunResult
@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 pub const SIMULATE_ENV: &str = "AGENT_RSH_SIMULATE_MISSING";
 
 /// Layers the seam can take away.
-pub const SIMULABLE: [&str; 5] = ["landlock", "seccomp", "netns", "userns", "mountns"];
+pub const SIMULABLE: [&str; 7] = [
+    "landlock", "seccomp", "netns", "userns", "mountns", "pidns", "cgroup",
+];
 
 #[derive(Debug, Clone)]
 pub struct Kernel {

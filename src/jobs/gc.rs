@@ -1,5 +1,5 @@
-//! `jobs --gc`: remove finished jobs, lost jobs' workspaces and the
-//! workspaces crashed runs left behind.
+//! `jobs --gc`: remove finished jobs, lost jobs' workspaces, the
+//! workspaces crashed runs left behind and their cgroups.
 
 use super::error::JobResult;
 use super::state::{Final, StateDir, SupervisorInfo, now_ms, open_lock};
@@ -18,6 +18,9 @@ pub struct GcReport {
     pub removed_jobs: Vec<String>,
     /// Workspaces removed: of lost jobs, and left by crashed runs.
     pub removed_workspaces: Vec<String>,
+    /// Run cgroups left by agent-rsh processes that were SIGKILLed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed_cgroups: Vec<String>,
     pub running: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -72,7 +75,7 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
                 // Hold the job's lock while removing it, so no late
                 // supervisor can be writing into it.
                 if let Ok(l) = open_lock(&job.path("lock"))
-                    && l.try_lock().is_ok()
+                    && crate::sys::try_lock(&l)
                 {
                     match std::fs::remove_dir_all(&job.dir) {
                         Ok(()) => rep.removed_jobs.push(job.id.clone()),
@@ -83,6 +86,10 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
         }
     }
     stale_workspaces(policy, retain, now, &live_workspaces, &mut rep);
+    rep.removed_cgroups = crate::confine::cgroup::gc()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     Ok(rep)
 }
 
@@ -132,7 +139,7 @@ fn stale_workspaces(policy: &Policy, retain: u64, now: u64, live: &[PathBuf], re
 
 /// A live run holds a shared flock on its fresh workspace.
 fn run_holds(dir: &Path) -> bool {
-    File::open(dir).map_or(true, |f| f.try_lock().is_err())
+    File::open(dir).map_or(true, |f| crate::sys::held(&f))
 }
 
 /// The directories among `dirs` that some process has as its cwd or root.

@@ -24,6 +24,7 @@ use crate::exec::Sink;
 use crate::plan::StdinMode;
 use crate::policy::Policy;
 use crate::result::{Encoding, RunResult, Status, Stream, code};
+use crate::sys::pipe;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -77,12 +78,6 @@ pub(super) struct Ready {
 
 /// How long spawn waits for the supervisor to start the command.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A pipe (both ends close on exec), as owned fds.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (r, w) = io::pipe()?;
-    Ok((r.into(), w.into()))
-}
 
 /// Starts the supervisor and waits until it reports.
 pub(super) fn launch(spec: &Spec, lock: &File) -> JobResult<Ready> {

@@ -62,18 +62,28 @@ pub fn main(policy: Option<&Path>, a: McpArgs) -> CliResult {
     )))
 }
 
+/// Why `--tool-prefix` cannot be used.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum PrefixError {
+    #[error("{0:?} cannot appear in a tool name; use letters, digits, '_', '-' or '.'")]
+    Char(char),
+    #[error("longer than {MAX_PREFIX} characters")]
+    TooLong,
+}
+
+/// The longest `--tool-prefix`, leaving room for the names in MCP's 128.
+const MAX_PREFIX: usize = 64;
+
 /// MCP tool names are 1 to 128 of `A-Z a-z 0-9 _ - .`.
-fn check_prefix(p: &str) -> Result<(), String> {
+fn check_prefix(p: &str) -> Result<(), PrefixError> {
     if let Some(c) = p
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
     {
-        return Err(format!(
-            "{c:?} cannot appear in a tool name; use letters, digits, '_', '-' or '.'"
-        ));
+        return Err(PrefixError::Char(c));
     }
-    if p.len() > 64 {
-        return Err("longer than 64 characters".into());
+    if p.len() > MAX_PREFIX {
+        return Err(PrefixError::TooLong);
     }
     Ok(())
 }

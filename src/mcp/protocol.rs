@@ -15,7 +15,7 @@ use super::tools::{self, CallEnv, Context, ToolResult};
 use crate::policy::Policy;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -316,8 +316,7 @@ impl Server {
         if let Some(f) = map.get(key) {
             self.out
                 .locked(|| f.cancelled.store(true, Ordering::SeqCst));
-            // SAFETY: write one byte from a stack buffer to a pipe we own.
-            unsafe { libc::write(f.cancel_w.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+            let _ = crate::sys::write_all(&f.cancel_w, b"x");
         }
     }
 
@@ -571,7 +570,7 @@ impl Server {
             drop(map);
             return answer(ToolResult::refused(tool, busy(name, max)));
         }
-        let (cancel_r, cancel_w) = pipe().map_err(|e| {
+        let (cancel_r, cancel_w) = crate::sys::pipe().map_err(|e| {
             RpcError::new(
                 jsonrpc::INVALID_REQUEST,
                 format!("cannot start the call: {e}"),
@@ -644,16 +643,6 @@ fn busy(tool: &str, max: usize) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both fds are new and owned by nobody else.
-    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
 }
 
 #[cfg(test)]

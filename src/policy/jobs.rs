@@ -40,23 +40,29 @@ pub const MIN_OUTPUT_BYTES: u64 = 1024;
 /// The largest: `grep` holds one stream's stored bytes in memory.
 pub const MAX_OUTPUT_BYTES: u64 = 1 << 30;
 
+/// A `[jobs]` value out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobsError {
+    #[error("jobs.max_output_bytes must be between {MIN_OUTPUT_BYTES} and {MAX_OUTPUT_BYTES}")]
+    OutputBytes,
+    #[error("jobs.max_runtime_ms must be at least 1")]
+    Runtime,
+    #[error("jobs.state_dir {0:?} must be an absolute directory")]
+    StateDir(PathBuf),
+}
+
 impl JobsPolicy {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), JobsError> {
         if !(MIN_OUTPUT_BYTES..=MAX_OUTPUT_BYTES).contains(&self.max_output_bytes) {
-            return Err(format!(
-                "jobs.max_output_bytes must be between {MIN_OUTPUT_BYTES} and {MAX_OUTPUT_BYTES}"
-            ));
+            return Err(JobsError::OutputBytes);
         }
         if self.max_runtime_ms == 0 {
-            return Err("jobs.max_runtime_ms must be at least 1".into());
+            return Err(JobsError::Runtime);
         }
         if let Some(d) = &self.state_dir
             && !d.is_absolute()
         {
-            return Err(format!(
-                "jobs.state_dir {:?} must be an absolute directory",
-                d
-            ));
+            return Err(JobsError::StateDir(d.clone()));
         }
         Ok(())
     }

@@ -36,16 +36,30 @@ impl Default for McpPolicy {
     }
 }
 
+/// An `[mcp]` value out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpError {
+    #[error("mcp.max_concurrent_calls must be at least 1")]
+    ConcurrentCalls,
+    #[error("mcp.text_bytes must be at least {MIN_TEXT_BYTES}")]
+    TextBytes,
+    #[error("mcp.timeout_ms must be at least 1")]
+    Timeout,
+}
+
+/// The smallest `mcp.text_bytes`.
+pub const MIN_TEXT_BYTES: usize = 256;
+
 impl McpPolicy {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), McpError> {
         if self.max_concurrent_calls == 0 {
-            return Err("mcp.max_concurrent_calls must be at least 1".into());
+            return Err(McpError::ConcurrentCalls);
         }
-        if self.text_bytes < 256 {
-            return Err("mcp.text_bytes must be at least 256".into());
+        if self.text_bytes < MIN_TEXT_BYTES {
+            return Err(McpError::TextBytes);
         }
         if self.timeout_ms == 0 {
-            return Err("mcp.timeout_ms must be at least 1".into());
+            return Err(McpError::Timeout);
         }
         Ok(())
     }

@@ -401,24 +401,81 @@ impl fmt::Display for Source {
 }
 
 /// A policy that cannot be used. Always fatal: agent-rsh fails closed.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PolicyError {
     pub source: Source,
     /// 1-based line and column, when the error has a position.
     pub position: Option<(usize, usize)>,
-    pub message: String,
+    pub problem: Problem,
 }
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.position {
-            Some((l, c)) => write!(f, "policy {}:{l}:{c}: {}", self.source, self.message),
-            None => write!(f, "policy {}: {}", self.source, self.message),
+            Some((l, c)) => write!(f, "policy {}:{l}:{c}: {}", self.source, self.problem),
+            None => write!(f, "policy {}: {}", self.source, self.problem),
         }
     }
 }
 
-impl std::error::Error for PolicyError {}
+impl std::error::Error for PolicyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.problem)
+    }
+}
+
+/// What is wrong with a policy.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// TOML syntax, an unknown key, a value of the wrong type or out of
+    /// range: the parser's message (the position is the `PolicyError`'s).
+    #[error("{}", .0.message().trim())]
+    Toml(Box<toml::de::Error>),
+    #[error(
+        "more than {MAX_RULES} [[rules]]; a policy may hold at most {MAX_RULES} (fold rules for the same command into one with several patterns)"
+    )]
+    TooManyRules,
+    #[error(
+        "the file is larger than {MAX_POLICY_BYTES} bytes (1 MiB), the most a policy may be; a policy states what it allows in a few kilobytes (fold repeated rules into one with a wider pattern)"
+    )]
+    TooLarge,
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    #[error("cannot read: the file is not valid UTF-8")]
+    NotUtf8,
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+}
+
+/// A policy that parses but does not make sense: the checks serde cannot
+/// express.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error(transparent)]
+    Mcp(#[from] mcp::McpError),
+    #[error(transparent)]
+    Jobs(#[from] jobs::JobsError),
+    #[error(transparent)]
+    Packs(rules::RuleError),
+    #[error("[[rules]]: {0}")]
+    Rules(rules::RuleError),
+    #[error("max_command_bytes must be at least 1")]
+    MaxCommandBytes,
+    #[error("limits.timeout_ms must be at least 1")]
+    Timeout,
+    #[error("commands.allow entry {0:?} must be a bare program name or an absolute path")]
+    AllowEntry(String),
+    #[error("commands.search_path entry {0:?} must be an absolute directory")]
+    SearchPath(PathBuf),
+    #[error("env name {0:?} is not a valid variable name")]
+    EnvName(String),
+    #[error(
+        "env.pass must not pass {name}: {why}; set a fixed value in env.set if it is really needed"
+    )]
+    DangerousPass { name: String, why: &'static str },
+    #[error(transparent)]
+    Section(#[from] profile::SectionError),
+}
 
 impl Policy {
     /// Parses policy text; `source` names it in errors.
@@ -428,13 +485,13 @@ impl Policy {
         if let Some(offset) = nth_rules_header(text, MAX_RULES + 1) {
             return Err(PolicyError {
                 position: Some(line_col(text, offset)),
-                message: too_many_rules(),
+                problem: Problem::TooManyRules,
                 source,
             });
         }
         let mut policy: Policy = toml::from_str(text).map_err(|e| PolicyError {
             position: e.span().map(|s| line_col(text, s.start)),
-            message: e.message().trim().to_string(),
+            problem: Problem::Toml(Box::new(e)),
             source: source.clone(),
         })?;
         if let Source::File(path) = &source {
@@ -445,13 +502,13 @@ impl Policy {
             return Err(PolicyError {
                 source,
                 position: None,
-                message: too_many_rules(),
+                problem: Problem::TooManyRules,
             });
         }
-        policy.validate().map_err(|message| PolicyError {
+        policy.validate().map_err(|e| PolicyError {
             source,
             position: None,
-            message,
+            problem: e.into(),
         })?;
         Ok(policy)
     }
@@ -459,17 +516,10 @@ impl Policy {
     /// Reads and parses a policy file; one larger than 1 MiB is refused
     /// without being read further.
     pub fn load_file(path: &Path) -> Result<Policy, PolicyError> {
-        let fail = |message: String| PolicyError {
+        let text = read_capped(path, MAX_POLICY_BYTES).map_err(|problem| PolicyError {
             source: Source::File(path.to_path_buf()),
             position: None,
-            message,
-        };
-        let text = read_capped(path, MAX_POLICY_BYTES).map_err(|e| match e {
-            Capped::TooLarge => fail(format!(
-                "the file is larger than {MAX_POLICY_BYTES} bytes (1 MiB), the most a policy may be; a policy states what it allows in a few kilobytes (fold repeated rules into one with a wider pattern)"
-            )),
-            Capped::Io(e) => fail(format!("cannot read: {e}")),
-            Capped::NotUtf8 => fail("cannot read: the file is not valid UTF-8".into()),
+            problem,
         })?;
         Policy::parse(&text, Source::File(path.to_path_buf()))
     }
@@ -497,35 +547,30 @@ impl Policy {
     }
 
     /// Semantic checks serde cannot express.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), Invalid> {
         self.mcp.validate()?;
         self.jobs.validate()?;
-        self.packs.validate()?;
-        rules::validate_policy_rules(&self.rules)?;
+        self.packs.validate().map_err(Invalid::Packs)?;
+        rules::validate_policy_rules(&self.rules).map_err(Invalid::Rules)?;
         if self.max_command_bytes == 0 {
-            return Err("max_command_bytes must be at least 1".into());
+            return Err(Invalid::MaxCommandBytes);
         }
         if self.limits.timeout_ms == 0 {
-            return Err("limits.timeout_ms must be at least 1".into());
+            return Err(Invalid::Timeout);
         }
         for name in &self.commands.allow {
             if name.is_empty() || (name.contains('/') && !name.starts_with('/')) {
-                return Err(format!(
-                    "commands.allow entry {name:?} must be a bare program name or an absolute path"
-                ));
+                return Err(Invalid::AllowEntry(name.clone()));
             }
         }
         for dir in &self.commands.search_path {
             if !dir.is_absolute() {
-                return Err(format!(
-                    "commands.search_path entry {:?} must be an absolute directory",
-                    dir
-                ));
+                return Err(Invalid::SearchPath(dir.clone()));
             }
         }
         for name in self.env.pass.iter().chain(self.env.set.keys()) {
             if !crate::lex::is_identifier(name) {
-                return Err(format!("env name {name:?} is not a valid variable name"));
+                return Err(Invalid::EnvName(name.clone()));
             }
         }
         // PATH, HOME and TMPDIR may be listed (they are pinned, never passed).
@@ -536,9 +581,10 @@ impl Policy {
             .filter(|n| !env::PINNED.contains(&n.as_str()))
         {
             if let Some(why) = env::dangerous(name) {
-                return Err(format!(
-                    "env.pass must not pass {name}: {why}; set a fixed value in env.set if it is really needed"
-                ));
+                return Err(Invalid::DangerousPass {
+                    name: name.clone(),
+                    why,
+                });
             }
         }
         profile::validate(self)?;
@@ -550,31 +596,19 @@ impl Policy {
     }
 }
 
-enum Capped {
-    TooLarge,
-    NotUtf8,
-    Io(std::io::Error),
-}
-
 /// The file's text when it holds at most `cap` bytes; reads no more than
 /// `cap + 1` bytes whatever its size (a FIFO or /dev/zero included).
-fn read_capped(path: &Path, cap: u64) -> Result<String, Capped> {
+fn read_capped(path: &Path, cap: u64) -> Result<String, Problem> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(Capped::Io)?;
+    let file = std::fs::File::open(path).map_err(Problem::Read)?;
     let mut buf = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut buf)
-        .map_err(Capped::Io)?;
+        .map_err(Problem::Read)?;
     if buf.len() as u64 > cap {
-        return Err(Capped::TooLarge);
+        return Err(Problem::TooLarge);
     }
-    String::from_utf8(buf).map_err(|_| Capped::NotUtf8)
-}
-
-fn too_many_rules() -> String {
-    format!(
-        "more than {MAX_RULES} [[rules]]; a policy may hold at most {MAX_RULES} (fold rules for the same command into one with several patterns)"
-    )
+    String::from_utf8(buf).map_err(|_| Problem::NotUtf8)
 }
 
 /// Byte offset of the `n`th `[[rules]]` table header (1-based), spaces
@@ -643,7 +677,7 @@ mod tests {
     fn unknown_key_has_line_and_column() {
         let e = Policy::parse("[commands]\nallow = []\nalow = 1\n", Source::Embedded).unwrap_err();
         assert_eq!(e.position, Some((3, 1)));
-        assert!(e.message.contains("alow"), "{}", e.message);
+        assert!(e.problem.to_string().contains("alow"), "{}", e.problem);
     }
 
     #[test]
@@ -655,18 +689,23 @@ mod tests {
     #[test]
     fn dangerous_pass_is_refused() {
         let e = Policy::parse("[env]\npass = [\"LD_PRELOAD\"]\n", Source::Embedded).unwrap_err();
-        assert!(e.message.contains("LD_PRELOAD"));
+        assert!(e.problem.to_string().contains("LD_PRELOAD"));
     }
 
     #[test]
     fn limits_above_their_maximum_have_line_and_column() {
         let e = Policy::parse("[limits]\nkill_grace_ms = 60001\n", Source::Embedded).unwrap_err();
         assert_eq!(e.position, Some((2, 17)), "{e}");
-        assert!(e.message.contains("limits.kill_grace_ms = 60001"), "{e}");
-        assert!(e.message.contains("60 seconds"), "{e}");
+        assert!(
+            e.problem
+                .to_string()
+                .contains("limits.kill_grace_ms = 60001"),
+            "{e}"
+        );
+        assert!(e.problem.to_string().contains("60 seconds"), "{e}");
         let e = Policy::parse("limits.timeout_ms = 86400001\n", Source::Embedded).unwrap_err();
         assert_eq!(e.position, Some((1, 21)), "{e}");
-        assert!(e.message.contains("24 hours"), "{e}");
+        assert!(e.problem.to_string().contains("24 hours"), "{e}");
         let p = Policy::parse(
             "[limits]\nkill_grace_ms = 60000\ntimeout_ms = 86400000\n",
             Source::Embedded,
@@ -701,7 +740,7 @@ mod tests {
         let text = format!("# head\n{}", rule.repeat(MAX_RULES + 1));
         let e = Policy::parse(&text, Source::Embedded).unwrap_err();
         assert_eq!(e.position, Some((2 + 3 * MAX_RULES, 1)), "{e}");
-        assert!(e.message.contains("at most 1000"), "{e}");
+        assert!(e.problem.to_string().contains("at most 1000"), "{e}");
         assert_eq!(nth_rules_header("  [[ rules ]]\n", 1), Some(2));
         assert_eq!(nth_rules_header("[[rulesx]]\n[rules]\n", 1), None);
     }
@@ -714,7 +753,10 @@ mod tests {
         text.push_str("trust = \"low\"\n");
         std::fs::write(&big, &text).unwrap();
         let e = Policy::load_file(&big).unwrap_err();
-        assert!(e.message.contains("larger than 1048576 bytes"), "{e}");
+        assert!(
+            e.problem.to_string().contains("larger than 1048576 bytes"),
+            "{e}"
+        );
         let exact = dir.path().join("exact.toml");
         let head = "trust = \"low\"\n#";
         let fill = "x".repeat(MAX_POLICY_BYTES as usize - head.len() - 1);

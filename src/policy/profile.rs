@@ -25,7 +25,7 @@
 //! base and validated), so a typo in a section is an error for everyone,
 //! not a surprise at one user's login.
 
-use crate::policy::{Policy, Source};
+use crate::policy::{Policy, Problem, Source};
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -82,6 +82,61 @@ pub struct Identity {
     pub groups: Vec<String>,
 }
 
+/// Why a section cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum SectionError {
+    #[error("cannot render the policy for merging: {0}")]
+    Render(toml::ser::Error),
+    /// In the sections named (merged in this order).
+    #[error("[{}]: {problem}", .sections.join("] + ["))]
+    In {
+        sections: Vec<String>,
+        problem: SectionProblem,
+    },
+}
+
+/// What is wrong with a section (or the policy it makes).
+#[derive(Debug, thiserror::Error)]
+pub enum SectionProblem {
+    #[error("not a valid {0} name")]
+    Name(&'static str),
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    #[error("cannot render merged policy: {0}")]
+    Render(toml::ser::Error),
+    /// The merged policy is refused as a policy file would be.
+    #[error(transparent)]
+    Policy(Box<Problem>),
+}
+
+impl SectionError {
+    fn new(section: String, problem: impl Into<SectionProblem>) -> SectionError {
+        SectionError::In {
+            sections: vec![section],
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Why a fragment cannot be merged; the text names the key path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    #[error("`{0}` cannot appear inside a section; sections do not nest")]
+    Nested(String),
+    #[error("`{0}` must be an array")]
+    NotAnArray(&'static str),
+    #[error(
+        "a list is replaced by an array or edited with {{ add = [...], remove = [...] }}; `{0}` is neither"
+    )]
+    ListEdit(String),
+    /// In the table `key`.
+    #[error("{key}.{error}")]
+    InTable { key: String, error: Box<MergeError> },
+    /// In the edit of the list `key`.
+    #[error("{key}: {error}")]
+    InList { key: String, error: Box<MergeError> },
+}
+
 /// The effective policy for `who`: base, then matching groups in file
 /// order, then the user's section. The result has no sections left; the
 /// names of the sections applied come with it.
@@ -89,7 +144,7 @@ pub fn effective(
     base: &Policy,
     who: &Identity,
     source: &Source,
-) -> Result<(Policy, Vec<String>), String> {
+) -> Result<(Policy, Vec<String>), SectionError> {
     let mut steps: Vec<(String, &toml::Table)> = Vec::new();
     for (name, frag) in &base.groups.0 {
         if who.groups.iter().any(|g| g == name) {
@@ -108,15 +163,18 @@ pub fn effective(
     let mut table = to_table(&stripped)?;
     let mut names = Vec::new();
     for (name, frag) in steps {
-        merge(&mut table, frag).map_err(|e| format!("[{name}]: {e}"))?;
+        merge(&mut table, frag).map_err(|e| SectionError::new(name.clone(), e))?;
         names.push(name);
     }
-    let p = from_table(table, source).map_err(|e| format!("[{}]: {e}", names.join("] + [")))?;
+    let p = from_table(table, source).map_err(|problem| SectionError::In {
+        sections: names.clone(),
+        problem,
+    })?;
     Ok((p, names))
 }
 
 /// Checks every section by merging it alone over the base.
-pub fn validate(base: &Policy) -> Result<(), String> {
+pub fn validate(base: &Policy) -> Result<(), SectionError> {
     if base.users.is_empty() && base.groups.is_empty() {
         return Ok(());
     }
@@ -127,40 +185,48 @@ pub fn validate(base: &Policy) -> Result<(), String> {
     for (kind, sections) in [("users", &base.users), ("groups", &base.groups)] {
         for (name, frag) in &sections.0 {
             if name.is_empty() || name.chars().any(|c| c.is_control() || c == ':') {
-                return Err(format!("[{kind}.{name:?}]: not a valid {kind} name"));
+                return Err(SectionError::new(
+                    format!("{kind}.{name:?}"),
+                    SectionProblem::Name(kind),
+                ));
             }
+            let here = || format!("{kind}.{name}");
             let mut t = table.clone();
-            merge(&mut t, frag).map_err(|e| format!("[{kind}.{name}]: {e}"))?;
-            from_table(t, &Source::Embedded).map_err(|e| format!("[{kind}.{name}]: {e}"))?;
+            merge(&mut t, frag).map_err(|e| SectionError::new(here(), e))?;
+            from_table(t, &Source::Embedded).map_err(|e| SectionError::new(here(), e))?;
         }
     }
     Ok(())
 }
 
-fn to_table(p: &Policy) -> Result<toml::Table, String> {
-    toml::Table::try_from(p).map_err(|e| format!("cannot render the policy for merging: {e}"))
+fn to_table(p: &Policy) -> Result<toml::Table, SectionError> {
+    toml::Table::try_from(p).map_err(SectionError::Render)
 }
 
 /// Parses the merged table with the same checks as a policy file.
-fn from_table(t: toml::Table, source: &Source) -> Result<Policy, String> {
-    let text = toml::to_string(&t).map_err(|e| format!("cannot render merged policy: {e}"))?;
-    Policy::parse(&text, source.clone()).map_err(|e| e.message)
+fn from_table(t: toml::Table, source: &Source) -> Result<Policy, SectionProblem> {
+    let text = toml::to_string(&t).map_err(SectionProblem::Render)?;
+    Policy::parse(&text, source.clone()).map_err(|e| SectionProblem::Policy(Box::new(e.problem)))
 }
 
 /// Merges `frag` over `base` (see the module documentation).
-pub fn merge(base: &mut toml::Table, frag: &toml::Table) -> Result<(), String> {
+pub fn merge(base: &mut toml::Table, frag: &toml::Table) -> Result<(), MergeError> {
     for (key, value) in frag {
         if key == "users" || key == "groups" {
-            return Err(format!(
-                "`{key}` cannot appear inside a section; sections do not nest"
-            ));
+            return Err(MergeError::Nested(key.clone()));
         }
         match (base.get_mut(key), value) {
             (Some(toml::Value::Table(b)), toml::Value::Table(f)) => {
-                merge(b, f).map_err(|e| format!("{key}.{e}"))?;
+                merge(b, f).map_err(|e| MergeError::InTable {
+                    key: key.clone(),
+                    error: Box::new(e),
+                })?;
             }
             (Some(toml::Value::Array(b)), toml::Value::Table(f)) => {
-                edit_list(b, f).map_err(|e| format!("{key}: {e}"))?;
+                edit_list(b, f).map_err(|e| MergeError::InList {
+                    key: key.clone(),
+                    error: Box::new(e),
+                })?;
             }
             (_, v) => {
                 base.insert(key.clone(), v.clone());
@@ -170,18 +236,16 @@ pub fn merge(base: &mut toml::Table, frag: &toml::Table) -> Result<(), String> {
     Ok(())
 }
 
-fn edit_list(list: &mut Vec<toml::Value>, edit: &toml::Table) -> Result<(), String> {
-    let items = |k: &str| -> Result<Vec<toml::Value>, String> {
+fn edit_list(list: &mut Vec<toml::Value>, edit: &toml::Table) -> Result<(), MergeError> {
+    let items = |k: &'static str| -> Result<Vec<toml::Value>, MergeError> {
         match edit.get(k) {
             None => Ok(Vec::new()),
             Some(toml::Value::Array(a)) => Ok(a.clone()),
-            Some(_) => Err(format!("`{k}` must be an array")),
+            Some(_) => Err(MergeError::NotAnArray(k)),
         }
     };
     if let Some(k) = edit.keys().find(|k| *k != "add" && *k != "remove") {
-        return Err(format!(
-            "a list is replaced by an array or edited with {{ add = [...], remove = [...] }}; `{k}` is neither"
-        ));
+        return Err(MergeError::ListEdit(k.clone()));
     }
     let remove = items("remove")?;
     list.retain(|v| !remove.contains(v));
@@ -276,7 +340,30 @@ commands.allow = ["echo"]
             ("[users.a]\ncommands.allow = [\"./x\"]\n", "users.a"),
         ] {
             let e = Policy::parse(text, Source::Embedded).unwrap_err();
-            assert!(e.message.contains(want), "{text}: {}", e.message);
+            assert!(
+                e.problem.to_string().contains(want),
+                "{text}: {}",
+                e.problem
+            );
         }
+    }
+
+    #[test]
+    fn a_section_error_names_the_section_and_the_key_path() {
+        let e = Policy::parse(
+            "[users.a]\ncommands.allow = { append = [\"x\"] }\n",
+            Source::Embedded,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "policy <embedded default policy>: [users.a]: commands.allow: a list is replaced \
+             by an array or edited with { add = [...], remove = [...] }; `append` is neither"
+        );
+        let e = Policy::parse("[groups.g]\nlimits.users = 1\n", Source::Embedded).unwrap_err();
+        assert_eq!(
+            e.problem.to_string(),
+            "[groups.g]: limits.`users` cannot appear inside a section; sections do not nest"
+        );
     }
 }

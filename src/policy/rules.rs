@@ -100,7 +100,46 @@ pub struct RuleSpec {
     /// What to run instead.
     pub hint: String,
     #[serde(skip)]
-    compiled: OnceLock<Result<Compiled, String>>,
+    compiled: OnceLock<Result<Compiled, PatternError>>,
+}
+
+/// Why a rule, or the policy's `[packs]` switches, cannot be used. The
+/// text is what `policy check` (and every command under the policy) says.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    #[error("rule id {0:?} must be a non-empty word")]
+    Id(String),
+    #[error("rule {0:?}: commands must name at least one program")]
+    NoCommands(String),
+    #[error("rule {0:?}: reason and hint are required (what is wrong, what to run instead)")]
+    NoReasonOrHint(String),
+    #[error("rule {0:?}: value needs option")]
+    ValueWithoutOption(String),
+    #[error("rule {0:?}: positional_index, positional_from, leading and then need positional")]
+    PlaceWithoutPositional(String),
+    #[error("rule {0:?}: before_subcommand needs option")]
+    BeforeSubcommandWithoutOption(String),
+    #[error("rule {id:?}: {error}")]
+    Pattern { id: String, error: PatternError },
+    #[error("packs.off: no built-in pack {name:?}; the packs are: {}", .packs.join(", "))]
+    UnknownPack { name: String, packs: Vec<String> },
+    #[error("packs.rules_off: no built-in rule {0:?}; `agent-rsh policy show --rules` lists them")]
+    UnknownRule(String),
+}
+
+/// A pattern or option name of a rule that does not compile.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PatternError {
+    #[error(
+        "option {0:?} must be one short option (`-o`) or a long one (`--output`); \
+         match other words with `word` or `positional`"
+    )]
+    OptionName(String),
+    #[error("{field}: invalid regex: {error}")]
+    Regex {
+        field: &'static str,
+        error: regex::Error,
+    },
 }
 
 /// Regexes of a rule, compiled once. `@OUTSIDE@` in a pattern stands for
@@ -129,37 +168,34 @@ pub(crate) enum OptName {
 }
 
 impl OptName {
-    pub(crate) fn parse(s: &str) -> Result<OptName, String> {
+    pub(crate) fn parse(s: &str) -> Result<OptName, PatternError> {
         if let Some(l) = s.strip_prefix("--").filter(|l| !l.is_empty()) {
             return Ok(OptName::Long(l.to_string()));
         }
         let mut chars = s.strip_prefix('-').unwrap_or("").chars();
         match (chars.next(), chars.next()) {
             (Some(c), None) if c != '-' => Ok(OptName::Short(c)),
-            _ => Err(format!(
-                "option {s:?} must be one short option (`-o`) or a long one (`--output`); \
-                 match other words with `word` or `positional`"
-            )),
+            _ => Err(PatternError::OptionName(s.to_string())),
         }
     }
 }
 
-fn regex(field: &str, pattern: &Option<String>) -> Result<Option<Regex>, String> {
+fn regex(field: &'static str, pattern: &Option<String>) -> Result<Option<Regex>, PatternError> {
     pattern
         .as_deref()
         .map(|p| {
             Regex::new(&p.replace("@OUTSIDE@", OUTSIDE))
-                .map_err(|e| format!("{field}: invalid regex: {e}"))
+                .map_err(|error| PatternError::Regex { field, error })
         })
         .transpose()
 }
 
-fn names(list: &[String]) -> Result<Vec<OptName>, String> {
+fn names(list: &[String]) -> Result<Vec<OptName>, PatternError> {
     list.iter().map(|s| OptName::parse(s)).collect()
 }
 
 impl RuleSpec {
-    pub(crate) fn compiled(&self) -> Result<&Compiled, String> {
+    pub(crate) fn compiled(&self) -> Result<&Compiled, RuleError> {
         self.compiled
             .get_or_init(|| {
                 Ok(Compiled {
@@ -175,11 +211,14 @@ impl RuleSpec {
                 })
             })
             .as_ref()
-            .map_err(|e| format!("rule {:?}: {e}", self.id))
+            .map_err(|error| RuleError::Pattern {
+                id: self.id.clone(),
+                error: error.clone(),
+            })
     }
 
     /// Checks the rule is well formed; every regex compiles.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RuleError> {
         self.validate_shape()?;
         self.compiled().map(|_| ())
     }
@@ -188,35 +227,29 @@ impl RuleSpec {
     /// built-in pattern cost about 15 ms per process, so built-in rules
     /// compile on first use (a unit test compiles them all), while a
     /// policy's own rules are compiled when the policy loads.
-    pub fn validate_shape(&self) -> Result<(), String> {
-        let id = &self.id;
-        if id.is_empty() || id.chars().any(|c| c.is_whitespace()) {
-            return Err(format!("rule id {id:?} must be a non-empty word"));
+    pub fn validate_shape(&self) -> Result<(), RuleError> {
+        let id = || self.id.clone();
+        if self.id.is_empty() || self.id.chars().any(|c| c.is_whitespace()) {
+            return Err(RuleError::Id(id()));
         }
         if self.commands.is_empty() {
-            return Err(format!(
-                "rule {id:?}: commands must name at least one program"
-            ));
+            return Err(RuleError::NoCommands(id()));
         }
         if self.reason.trim().is_empty() || self.hint.trim().is_empty() {
-            return Err(format!(
-                "rule {id:?}: reason and hint are required (what is wrong, what to run instead)"
-            ));
+            return Err(RuleError::NoReasonOrHint(id()));
         }
         if self.value.is_some() && self.option.is_empty() {
-            return Err(format!("rule {id:?}: value needs option"));
+            return Err(RuleError::ValueWithoutOption(id()));
         }
         let placed = self.positional_index.is_some()
             || self.positional_from.is_some()
             || self.leading
             || self.then.is_some();
         if placed && self.positional.is_none() {
-            return Err(format!(
-                "rule {id:?}: positional_index, positional_from, leading and then need positional"
-            ));
+            return Err(RuleError::PlaceWithoutPositional(id()));
         }
         if self.before_subcommand && self.option.is_empty() {
-            return Err(format!("rule {id:?}: before_subcommand needs option"));
+            return Err(RuleError::BeforeSubcommandWithoutOption(id()));
         }
         Ok(())
     }
@@ -264,21 +297,19 @@ impl PackSwitches {
 
     /// Unknown names are errors: a typo must not leave a pack on (or
     /// silently do nothing).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RuleError> {
         for p in &self.off {
             if !builtin_rule_ids().any(|id| pack_of(id) == p) {
                 let packs: BTreeSet<&str> = builtin_rule_ids().map(pack_of).collect();
-                return Err(format!(
-                    "packs.off: no built-in pack {p:?}; the packs are: {}",
-                    packs.iter().copied().collect::<Vec<_>>().join(", ")
-                ));
+                return Err(RuleError::UnknownPack {
+                    name: p.clone(),
+                    packs: packs.iter().map(|p| p.to_string()).collect(),
+                });
             }
         }
         for r in &self.rules_off {
             if !builtin_rule_ids().any(|x| x == r) {
-                return Err(format!(
-                    "packs.rules_off: no built-in rule {r:?}; `agent-rsh policy show --rules` lists them"
-                ));
+                return Err(RuleError::UnknownRule(r.clone()));
             }
         }
         Ok(())
@@ -287,11 +318,8 @@ impl PackSwitches {
 
 /// The policy's own rules: `[[rules]]`, checked (patterns compiled) when
 /// the policy is loaded.
-pub fn validate_policy_rules(rules: &[RuleSpec]) -> Result<(), String> {
-    for r in rules {
-        r.validate().map_err(|e| format!("[[rules]]: {e}"))?;
-    }
-    Ok(())
+pub fn validate_policy_rules(rules: &[RuleSpec]) -> Result<(), RuleError> {
+    rules.iter().try_for_each(RuleSpec::validate)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -118,18 +118,13 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn write_fd(fd: RawFd, mut data: &[u8]) {
-    while !data.is_empty() {
-        // SAFETY: write from a live slice.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        data = &data[n as usize..];
-    }
+/// Writes all of `data` to `fd`; a closed reader ends it silently (as a
+/// shell's builtins and messages to a closed pipe do).
+fn write_fd(fd: RawFd, data: &[u8]) {
+    // SAFETY: the interpreter's fds (0, 1, 2 and those it opened) stay
+    // open while it writes to them.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let _ = crate::sys::write_all(fd, data);
 }
 
 fn say(msg: &str) {
@@ -173,13 +168,11 @@ fn status_of(st: i32) -> i32 {
     }
 }
 
+/// A close-on-exec pipe as raw fds (the interpreter closes and moves its
+/// fds by hand), or the errno.
 fn pipe() -> Result<(RawFd, RawFd), i32> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(last_errno());
-    }
-    Ok((fds[0], fds[1]))
+    let (r, w) = crate::sys::pipe().map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+    Ok((r.into_raw_fd(), w.into_raw_fd()))
 }
 
 fn close(fd: RawFd) {

@@ -41,7 +41,7 @@ mod session;
 use crate::audit::{AuditLog, Origin, Record};
 pub use crate::policy::ShellPolicy;
 use crate::policy::profile::Identity;
-use crate::policy::{Policy, PolicyError, Source};
+use crate::policy::{Invalid, Policy, PolicyError, Source};
 use crate::result::code;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -59,9 +59,26 @@ pub enum Invocation {
     Session { login: bool },
 }
 
+/// A login-shell invocation agent-rsh cannot take (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsageError {
+    #[error("as a login shell agent-rsh takes only `-c COMMAND` or `-l`")]
+    LoginArgs,
+    #[error("after -l agent-rsh takes only `-c COMMAND`, or nothing for a session")]
+    AfterLogin,
+    #[error("-c needs a command string: agent-rsh -c 'ls -la'")]
+    NoCommand,
+    #[error(
+        "-c takes exactly one command string; arguments after it (sh's $0, $1, ...) are not supported"
+    )]
+    ExtraArgs,
+    #[error("the -c command is not valid UTF-8")]
+    NotUtf8,
+}
+
 /// Recognizes the login-shell invocations; `None` leaves the arguments to
 /// the subcommand parser. `Some(Err)` is a usage error (exit 2).
-pub fn detect(args: &[OsString]) -> Option<Result<Invocation, String>> {
+pub fn detect(args: &[OsString]) -> Option<Result<Invocation, UsageError>> {
     let argv0 = args.first().map(|a| a.as_bytes()).unwrap_or(b"");
     let base = argv0.rsplit(|&b| b == b'/').next().unwrap_or(argv0);
     let mut login = base.first() == Some(&b'-');
@@ -80,11 +97,7 @@ pub fn detect(args: &[OsString]) -> Option<Result<Invocation, String>> {
             i = 1;
         }
         Some(b"-c") => {}
-        Some(_) if login => {
-            return Some(Err(
-                "as a login shell agent-rsh takes only `-c COMMAND` or `-l`".into(),
-            ));
-        }
+        Some(_) if login => return Some(Err(UsageError::LoginArgs)),
         Some(_) => return None,
     }
     if !want_command {
@@ -94,36 +107,27 @@ pub fn detect(args: &[OsString]) -> Option<Result<Invocation, String>> {
                 want_command = true;
                 i += 1;
             }
-            Some(_) => {
-                return Some(Err(
-                    "after -l agent-rsh takes only `-c COMMAND`, or nothing for a session".into(),
-                ));
-            }
+            Some(_) => return Some(Err(UsageError::AfterLogin)),
         }
     }
     debug_assert!(want_command);
     let Some(cmd) = rest.get(i) else {
-        return Some(Err(
-            "-c needs a command string: agent-rsh -c 'ls -la'".into()
-        ));
+        return Some(Err(UsageError::NoCommand));
     };
     if rest.len() > i + 1 {
-        return Some(Err(
-            "-c takes exactly one command string; arguments after it (sh's $0, $1, ...) are not supported"
-                .into(),
-        ));
+        return Some(Err(UsageError::ExtraArgs));
     }
     match cmd.to_str() {
         Some(c) => Some(Ok(Invocation::Command {
             login,
             command: c.to_string(),
         })),
-        None => Some(Err("the -c command is not valid UTF-8".into())),
+        None => Some(Err(UsageError::NotUtf8)),
     }
 }
 
 /// Runs a detected invocation; returns the exit code.
-pub fn main(inv: Result<Invocation, String>) -> i32 {
+pub fn main(inv: Result<Invocation, UsageError>) -> i32 {
     let inv = match inv {
         Ok(i) => i,
         Err(e) => {
@@ -189,6 +193,10 @@ pub enum LoginError {
     NoPasswdEntry(u32),
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    #[error(
+        "{0}; this account's shell needs a system policy (an administrator can start from `agent-rsh policy init`)"
+    )]
+    NoSystemPolicy(PolicyError),
     #[error("home directory {} of {user} cannot be used: {source}", .dir.display())]
     Home {
         dir: PathBuf,
@@ -321,14 +329,9 @@ fn group_names(primary: nix::unistd::Gid) -> Vec<String> {
 /// The system policy with this user's sections, or the policy named by
 /// `$AGENT_RSH_POLICY` when the system policy allows that. Returns the
 /// policy and a description of where it came from, for the audit log.
-fn login_policy(who: &Identity) -> Result<(Policy, String), PolicyError> {
+fn login_policy(who: &Identity) -> Result<(Policy, String), LoginError> {
     let system = Path::new(SYSTEM_POLICY);
-    let base = Policy::load_file(system).map_err(|mut e| {
-        e.message.push_str(
-            "; this account's shell needs a system policy (an administrator can start from `agent-rsh policy init`)",
-        );
-        e
-    })?;
+    let base = Policy::load_file(system).map_err(LoginError::NoSystemPolicy)?;
     let (policy, sections) = with_sections(&base, who, Source::File(system.into()))?;
     let describe = |path: &Path, sections: &[String]| {
         if sections.is_empty() {
@@ -360,10 +363,10 @@ fn with_sections(
     who: &Identity,
     source: Source,
 ) -> Result<(Policy, Vec<String>), PolicyError> {
-    crate::policy::profile::effective(base, who, &source).map_err(|message| PolicyError {
+    crate::policy::profile::effective(base, who, &source).map_err(|e| PolicyError {
         source,
         position: None,
-        message,
+        problem: Invalid::Section(e).into(),
     })
 }
 
@@ -375,7 +378,7 @@ mod tests {
         v.iter().map(OsString::from).collect()
     }
 
-    fn cmd(login: bool, c: &str) -> Option<Result<Invocation, String>> {
+    fn cmd(login: bool, c: &str) -> Option<Result<Invocation, UsageError>> {
         Some(Ok(Invocation::Command {
             login,
             command: c.into(),

@@ -257,15 +257,13 @@ impl Session {
             }
             _ => {
                 let req = Request {
-                    command: CommandInput::Line(text.into()),
                     cwd: self
                         .cwd
                         .to_str()
                         .filter(|s| !s.is_empty())
                         .map(String::from),
-                    timeout_ms: None,
-                    env: Vec::new(),
                     stdin,
+                    ..Request::line(text)
                 };
                 let opts = RunOptions {
                     capture: false,

@@ -70,6 +70,17 @@ fn docker_like_profile(dir: &Path) -> PathBuf {
 
 /// Runs `sh -c script` in the container, `stdin` fed to it.
 fn in_container(profile: &Path, policy: &Path, script: &str, stdin: &str) -> String {
+    in_container_with(profile, policy, &[], script, stdin)
+}
+
+/// `in_container` with more `podman run` options.
+fn in_container_with(
+    profile: &Path,
+    policy: &Path,
+    extra: &[&str],
+    script: &str,
+    stdin: &str,
+) -> String {
     let mut c = Command::new("podman");
     c.args([
         "--runtime",
@@ -93,6 +104,7 @@ fn in_container(profile: &Path, policy: &Path, script: &str, stdin: &str) -> Str
     .arg(format!("{}:/agent-rsh:ro", bin()))
     .arg("-v")
     .arg(format!("{}:/policy.toml:ro", policy.display()))
+    .args(extra)
     .args(["--rootfs", "/:O", "sh", "-c", script])
     .stdin(Stdio::piped())
     .stdout(Stdio::piped())
@@ -138,6 +150,65 @@ fn required_runs_in_a_docker_like_container_and_holds() {
         "the profile refuses unshare: {out}"
     );
     assert!(out.contains("hi\nexit=0"), "{out}");
+
+    // No cgroup of its own (the cgroup file system is read-only): root's
+    // processes, which RLIMIT_NPROC does not count, are bounded by the
+    // container's own pids limit (Podman sets one by default) ...
+    let report = "/agent-rsh run --json --policy /policy.toml 'echo hi' > /tmp/res.json; echo \"exit=$?\"; echo \"pids.max=$(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)\"; cat /tmp/res.json";
+    let result = |out: &str| -> (String, serde_json::Value) {
+        let max = out.lines().find_map(|l| l.strip_prefix("pids.max="));
+        let json = out.lines().find(|l| l.starts_with('{'));
+        match (max, json) {
+            (Some(m), Some(j)) => (m.to_string(), serde_json::from_str(j).unwrap()),
+            _ => panic!("{out}"),
+        }
+    };
+    let out = in_container(&profile, &policy, report, "");
+    let (max, r) = result(&out);
+    if max != "max" {
+        assert!(out.contains("exit=0"), "{out}");
+        let res = &r["confinement"]["resources"];
+        assert_eq!(res["mechanism"], "enclosing cgroup", "{out}");
+        assert_eq!(res["enclosingPidsMax"].to_string(), max, "{out}");
+        assert!(
+            res["reason"]
+                .as_str()
+                .unwrap()
+                .contains("Read-only file system"),
+            "{out}"
+        );
+    }
+    // ... without one, "required" refuses root in one line saying what to
+    // change ...
+    let out = in_container_with(&profile, &policy, &["--pids-limit=-1"], report, "");
+    let (max, r) = result(&out);
+    assert_eq!(max, "max", "{out}");
+    assert!(out.contains("exit=125"), "{out}");
+    let e = r["error"].as_str().unwrap();
+    for said in [
+        "the run's cgroup is not available (cannot create a cgroup in ",
+        "Read-only file system",
+        "RLIMIT_NPROC",
+        "--pids-limit",
+        "confinement = \"best-effort\"",
+    ] {
+        assert!(e.contains(said), "{said} not in {e}");
+    }
+    assert!(!e.contains('\n'), "{e}");
+    // ... and an account RLIMIT_NPROC counts runs with rlimits.
+    let out = in_container_with(
+        &profile,
+        &policy,
+        &["--pids-limit=-1", "--user", "65534"],
+        report,
+        "",
+    );
+    let (_, r) = result(&out);
+    assert!(out.contains("exit=0"), "{out}");
+    assert_eq!(
+        r["confinement"]["resources"]["mechanism"], "rlimits",
+        "{out}"
+    );
 
     // A deadline kills a tree that daemonized.
     let out = in_container(

@@ -23,6 +23,7 @@ mod mcp_jobs;
 mod mcp_python;
 mod mcp_typescript;
 mod profiles;
+mod resources;
 mod run;
 mod script;
 mod script_bash;

@@ -56,7 +56,7 @@ pub struct GrepArgs {
     fixed_strings: bool,
 }
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, super::ArgError> {
     let a: GrepArgs = parse_args(args)?;
     let id = a.id.into_string();
     let q = GrepQuery {

@@ -56,7 +56,7 @@ pub struct KillArgs {
     signal: Signal,
 }
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, super::ArgError> {
     let a: KillArgs = parse_args(args)?;
     let signal = match a.signal {
         Signal::Term => libc::SIGTERM,

@@ -53,7 +53,7 @@ pub struct Tool {
     /// Whether `tools/list` shows the tool under this policy.
     pub available: fn(&Policy) -> bool,
     /// Checks the arguments; the error text becomes an `isError` result.
-    pub prepare: fn(&Context, &Map<String, Value>) -> Result<Work, String>,
+    pub prepare: fn(&Context, &Map<String, Value>) -> Result<Work, ArgError>,
     /// The `structuredContent` of a call refused before it ran (bad
     /// arguments, too many calls), conforming to `output_schema`.
     pub refused: fn(&str) -> Value,
@@ -237,11 +237,26 @@ fn tidy(v: &mut Value) {
     }
 }
 
-/// Reads a tool's arguments; a mismatch says what is wrong (the server
-/// adds what the tool takes).
-pub fn parse_args<T: DeserializeOwned>(args: &Map<String, Value>) -> Result<T, String> {
-    serde_json::from_value(Value::Object(args.clone()))
-        .map_err(|e| format!("invalid arguments: {e}"))
+/// Arguments a tool cannot take: the text says what is wrong (the server
+/// adds what the tool takes), and the model reads it as an `isError`
+/// result.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    /// Not the tool's argument shape (a missing, unknown or mistyped one).
+    #[error("invalid arguments: {0}")]
+    Shape(serde_json::Error),
+    /// A number below its minimum: `name` as the schema spells it.
+    #[error("invalid arguments: {name} must be at least {min} (or omit it)")]
+    TooSmall { name: &'static str, min: u64 },
+    #[error("invalid arguments: env name {0:?} must be a non-empty name without '='")]
+    EnvName(String),
+    #[error("invalid arguments: nothing to send: give text, eof: true, or both")]
+    NothingToSend,
+}
+
+/// Reads a tool's arguments; a mismatch says what is wrong.
+pub fn parse_args<T: DeserializeOwned>(args: &Map<String, Value>) -> Result<T, ArgError> {
+    serde_json::from_value(Value::Object(args.clone())).map_err(ArgError::Shape)
 }
 
 /// "Arguments: command (string, required), cwd (string), ...", from a schema.

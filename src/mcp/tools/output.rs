@@ -1,7 +1,7 @@
 //! The `output` tool: a page of a job's output.
 
 use super::jobs::{JobId, READER, answer, enabled, push_output, stream_name};
-use super::{Context, Tool, Work, parse_args};
+use super::{ArgError, Context, Tool, Work, parse_args};
 use crate::jobs::{self, OutputChunk, OutputQuery, StreamSel};
 use crate::policy::Policy;
 use schemars::JsonSchema;
@@ -49,10 +49,13 @@ pub struct OutputArgs {
     base64: bool,
 }
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, ArgError> {
     let a: OutputArgs = parse_args(args)?;
     if a.limit == Some(0) {
-        return Err("invalid arguments: limit must be at least 1 (or omit it)".into());
+        return Err(ArgError::TooSmall {
+            name: "limit",
+            min: 1,
+        });
     }
     let id = a.id.into_string();
     let q = OutputQuery {

@@ -1,12 +1,13 @@
 //! The `run` tool: one checked, confined command through `engine::execute`.
 
-use super::{Annotations, CallEnv, Context, Tool, ToolResult, Work};
-use crate::check::{CommandInput, Request};
+use super::{Annotations, ArgError, CallEnv, Context, Tool, ToolResult, Work};
+use crate::check::Request;
 use crate::engine::{self, RunOptions};
 use crate::mcp::progress::ProgressSink;
 use crate::mcp::render::{nonce, render_text};
 use crate::plan::StdinMode;
 use crate::policy::Policy;
+use crate::policy::mcp::MIN_TEXT_BYTES;
 use crate::result::{Encoding, RunResult, Status};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -56,7 +57,7 @@ pub struct RunArgs {
     /// mcp.text_bytes): the head and the tail at line boundaries, the
     /// elided middle stated. More needs a larger value (output beyond
     /// output.cap_bytes per stream is never kept).
-    #[schemars(range(min = 256))]
+    #[schemars(range(min = MIN_TEXT_BYTES))]
     max_output_bytes: Option<usize>,
 }
 
@@ -120,25 +121,20 @@ fn refused(text: &str) -> Value {
     serde_json::to_value(&r).unwrap_or(Value::Null)
 }
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, ArgError> {
     let a: RunArgs = super::parse_args(args)?;
-    if a.timeout_ms == Some(0) {
-        return Err("invalid arguments: timeoutMs must be at least 1 (or omit it)".into());
-    }
-    let env = env_pairs(&a.env)?;
-    if a.max_output_bytes.is_some_and(|n| n < 256) {
-        return Err("invalid arguments: maxOutputBytes must be at least 256 (or omit it)".into());
+    let mut req = request(a.command, a.cwd, &a.env, a.timeout_ms)?;
+    if a.max_output_bytes.is_some_and(|n| n < MIN_TEXT_BYTES) {
+        return Err(ArgError::TooSmall {
+            name: "maxOutputBytes",
+            min: MIN_TEXT_BYTES as u64,
+        });
     }
     let max_output = a.max_output_bytes.unwrap_or(ctx.policy.mcp.text_bytes);
-    let req = Request {
-        command: CommandInput::Line(a.command),
-        cwd: a.cwd,
-        timeout_ms: Some(a.timeout_ms.unwrap_or(default_timeout(&ctx.policy))),
-        env,
-        stdin: a
-            .stdin
-            .map_or(StdinMode::Null, |s| StdinMode::Data(s.into_bytes())),
-    };
+    req.timeout_ms.get_or_insert(default_timeout(&ctx.policy));
+    if let Some(s) = a.stdin {
+        req.stdin = StdinMode::Data(s.into_bytes());
+    }
     let policy = ctx.policy.clone();
     let workspace = ctx.workspace.clone();
     let spawn = super::jobs::enabled(&policy).then(|| ctx.name("spawn"));
@@ -182,15 +178,35 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
     }))
 }
 
+/// The request `run` and `spawn` make of the arguments they share, as the
+/// CLI's request flags do for `run`, `check` and `spawn`.
+pub fn request(
+    command: String,
+    cwd: Option<String>,
+    env: &BTreeMap<String, String>,
+    timeout_ms: Option<u64>,
+) -> Result<Request, ArgError> {
+    if timeout_ms == Some(0) {
+        return Err(ArgError::TooSmall {
+            name: "timeoutMs",
+            min: 1,
+        });
+    }
+    Ok(Request {
+        cwd,
+        timeout_ms,
+        env: env_pairs(env)?,
+        ..Request::line(command)
+    })
+}
+
 /// The `env` argument as `NAME=value` strings (screened later by the
 /// policy, as `--env` is).
-pub fn env_pairs(env: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
+fn env_pairs(env: &BTreeMap<String, String>) -> Result<Vec<String>, ArgError> {
     let mut pairs = Vec::with_capacity(env.len());
     for (k, v) in env {
         if k.is_empty() || k.contains('=') {
-            return Err(format!(
-                "invalid arguments: env name {k:?} must be a non-empty name without '='"
-            ));
+            return Err(ArgError::EnvName(k.clone()));
         }
         pairs.push(format!("{k}={v}"));
     }
@@ -210,7 +226,7 @@ mod tests {
             prefix: String::new(),
         };
         let args = |v: Value| v.as_object().unwrap().clone();
-        let err = |v: Value| prepare(&ctx, &args(v)).err().unwrap();
+        let err = |v: Value| prepare(&ctx, &args(v)).err().unwrap().to_string();
         let e = err(serde_json::json!({}));
         assert!(e.contains("missing field `command`"), "{e}");
         assert!(err(serde_json::json!({"command": 5})).contains("invalid type"));

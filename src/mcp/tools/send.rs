@@ -1,7 +1,7 @@
 //! The `send` tool: write to a job's stdin.
 
 use super::jobs::{JobId, answer, bounded_wait, enabled};
-use super::{Annotations, Context, Tool, Work, parse_args};
+use super::{Annotations, ArgError, Context, Tool, Work, parse_args};
 use crate::jobs::{self, Sent};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -49,7 +49,7 @@ pub struct SendArgs {
     timeout_ms: Option<u64>,
 }
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, ArgError> {
     let a: SendArgs = parse_args(args)?;
     let mut data = Vec::new();
     if let Some(text) = &a.text {
@@ -59,10 +59,13 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
         }
     }
     if data.is_empty() && !a.eof {
-        return Err("invalid arguments: nothing to send: give text, eof: true, or both".into());
+        return Err(ArgError::NothingToSend);
     }
     if a.timeout_ms == Some(0) {
-        return Err("invalid arguments: timeoutMs must be at least 1 (or omit it)".into());
+        return Err(ArgError::TooSmall {
+            name: "timeoutMs",
+            min: 1,
+        });
     }
     let id = a.id.into_string();
     let timeout = bounded_wait(&ctx.policy, a.timeout_ms.unwrap_or(10_000));

@@ -1,9 +1,8 @@
 //! The `spawn` tool: start a background job, checked as `run` is.
 
 use super::jobs::{answer, enabled, failure};
-use super::run::{allowed_programs, env_pairs};
-use super::{Annotations, CallEnv, Context, Tool, Work, parse_args};
-use crate::check::Request;
+use super::run::{allowed_programs, request};
+use super::{Annotations, ArgError, CallEnv, Context, Tool, Work, parse_args};
 use crate::jobs::{self, JobError, SpawnRequest, Spawned};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -78,18 +77,10 @@ fn description(ctx: &Context) -> String {
     d
 }
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, ArgError> {
     let a: SpawnArgs = parse_args(args)?;
-    if a.timeout_ms == Some(0) {
-        return Err("invalid arguments: timeoutMs must be at least 1 (or omit it)".into());
-    }
     let req = SpawnRequest {
-        request: Request {
-            cwd: a.cwd,
-            timeout_ms: a.timeout_ms,
-            env: env_pairs(&a.env)?,
-            ..Request::line(a.command)
-        },
+        request: request(a.command, a.cwd, &a.env, a.timeout_ms)?,
         workspace: ctx.workspace.clone(),
         keep: false,
         max_output_bytes: a.max_output_bytes,

@@ -42,7 +42,7 @@ pub struct StatusArgs {
 /// How often a wait looks at the cancellation flag.
 const WAIT_SLICE: Duration = Duration::from_millis(200);
 
-fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, String> {
+fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, super::ArgError> {
     let a: StatusArgs = parse_args(args)?;
     let id = a.id.into_string();
     let policy = ctx.policy.clone();
