@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => {
             let _ = e.to_string();
-            assert!(!e.message.is_empty());
+            assert!(!e.problem.to_string().is_empty());
             if let Err(t) = toml::from_str::<toml::Table>(text) {
                 if t.span().is_some() {
                     assert!(
