@@ -226,7 +226,7 @@ impl Output {
     }
 
     pub fn result(&self, id: &Value, result: Value) {
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+        self.send(&result_message(id, result));
     }
 
     pub fn error(&self, id: &Value, err: &RpcError) {
@@ -234,8 +234,13 @@ impl Output {
     }
 }
 
+/// A response; `result` is moved in, not copied.
 pub fn result_message(id: &Value, result: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+    let mut m = Map::new();
+    m.insert("jsonrpc".into(), Value::String("2.0".into()));
+    m.insert("id".into(), id.clone());
+    m.insert("result".into(), result);
+    Value::Object(m)
 }
 
 pub fn error_message(id: &Value, err: &RpcError) -> Value {
