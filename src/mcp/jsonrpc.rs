@@ -202,12 +202,12 @@ impl Output {
     /// Writes `msg` unless `suppress()` (evaluated under the output lock)
     /// says the request it belongs to was cancelled.
     pub fn send_unless(&self, msg: &Value, suppress: impl FnOnce() -> bool) {
+        let mut line = serde_json::to_vec(msg).expect("JSON values serialize");
+        line.push(b'\n');
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.broken || suppress() {
             return;
         }
-        let mut line = serde_json::to_vec(msg).expect("JSON values serialize");
-        line.push(b'\n');
         if let Err(e) = st.sink.write_all(&line).and_then(|()| st.sink.flush()) {
             eprintln!("agent-rsh mcp: cannot write to stdout ({e}); no further messages are sent");
             st.broken = true;

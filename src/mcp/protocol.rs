@@ -130,10 +130,19 @@ struct InFlight {
 /// command), and a busy machine starts new tasks late.
 #[derive(Default)]
 struct Workers {
-    count: Mutex<usize>,
+    calls: Mutex<Calls>,
+    /// Notified when the last call ends while shutdown waits.
     idle: Condvar,
     pool: Mutex<Pool>,
     ready: Condvar,
+}
+
+#[derive(Default)]
+struct Calls {
+    /// Calls accepted and not answered yet.
+    running: usize,
+    /// Shutdown waits for `running` to reach 0.
+    awaited: bool,
 }
 
 /// Tasks handed to waiting threads and not yet taken.
@@ -174,6 +183,8 @@ impl Workers {
         let mut pool = lock(&self.pool);
         if pool.waiting + pool.finishing > pool.tasks.len() {
             pool.tasks.push_back(task);
+            // Woken after the unlock, the thread does not block on it.
+            drop(pool);
             self.ready.notify_one();
             return;
         }
@@ -224,7 +235,13 @@ struct Server {
     workers: Arc<Workers>,
     /// The revision `initialize` negotiated, if any.
     session: Mutex<Option<&'static str>>,
+    /// Cancellation pipes of calls that ended uncancelled (read end,
+    /// write end), for the next calls.
+    pipes: Mutex<Vec<(OwnedFd, OwnedFd)>>,
 }
+
+/// Cancellation pipes kept for reuse.
+const MAX_SPARE_PIPES: usize = 4;
 
 /// Where the response to a request goes: straight out, or into the batch
 /// it came in (sent as one array once every request in it is answered).
@@ -295,6 +312,7 @@ pub fn serve(policy: Policy, workspace: Option<PathBuf>, prefix: String) -> i32 
         inflight: Arc::default(),
         workers: Arc::default(),
         session: Mutex::new(None),
+        pipes: Mutex::default(),
     });
     if let Err(e) = watch_signals(server.clone()) {
         eprintln!("agent-rsh mcp: cannot install signal handlers: {e}");
@@ -380,9 +398,23 @@ impl Server {
     /// waits until their process trees are gone.
     fn shutdown(&self) {
         self.cancel_all();
-        let mut n = lock(&self.workers.count);
-        while *n > 0 {
-            n = self.workers.idle.wait(n).unwrap_or_else(|p| p.into_inner());
+        let mut calls = lock(&self.workers.calls);
+        calls.awaited = true;
+        while calls.running > 0 {
+            calls = self
+                .workers
+                .idle
+                .wait(calls)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A cancellation pipe: an empty one kept from an earlier call (no
+    /// system calls), else a new one.
+    fn cancel_pipe(&self) -> std::io::Result<(OwnedFd, OwnedFd)> {
+        match lock(&self.pipes).pop() {
+            Some(p) => Ok(p),
+            None => crate::sys::pipe(),
         }
     }
 
@@ -652,7 +684,7 @@ impl Server {
             drop(map);
             return answer(ToolResult::refused(tool, busy(name, max)));
         }
-        let (cancel_r, cancel_w) = crate::sys::pipe().map_err(|e| {
+        let (cancel_r, cancel_w) = self.cancel_pipe().map_err(|e| {
             RpcError::new(
                 jsonrpc::INVALID_REQUEST,
                 format!("cannot start the call: {e}"),
@@ -668,7 +700,7 @@ impl Server {
             },
         );
         drop(map);
-        *lock(&self.workers.count) += 1;
+        lock(&self.workers.calls).running += 1;
         let progress =
             token.map(|t| Arc::new(Progress::new(self.out.clone(), t, cancelled.clone())));
         let server = self.clone();
@@ -683,15 +715,28 @@ impl Server {
             };
             let result = work(&env);
             drop(env);
-            drop(cancel_r);
             // Free the id first: the client may reuse it once answered.
-            lock(&server.inflight).remove(&key);
+            let done = lock(&server.inflight).remove(&key);
+            // Out of the map nothing can cancel the call any more: its
+            // pipe is empty unless it was cancelled, and then it is closed.
+            if let Some(f) = done
+                && !f.cancelled.load(Ordering::SeqCst)
+            {
+                let mut spare = lock(&server.pipes);
+                if spare.len() < MAX_SPARE_PIPES {
+                    spare.push((cancel_r, f.cancel_w));
+                }
+            }
             let msg = jsonrpc::result_message(&id, finish(result.into_json(), &era));
             server.workers.finishing();
             server.respond(&reply, msg, || cancelled.load(Ordering::SeqCst));
-            let mut n = lock(&server.workers.count);
-            *n -= 1;
-            server.workers.idle.notify_all();
+            let mut calls = lock(&server.workers.calls);
+            calls.running -= 1;
+            // Only shutdown waits, for none left (a notification is a
+            // system call, waiter or not).
+            if calls.running == 0 && calls.awaited {
+                server.workers.idle.notify_all();
+            }
         });
         if direct {
             // Run by the thread that read the request, once it has handed
