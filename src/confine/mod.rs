@@ -15,17 +15,17 @@
 
 pub mod cgroup;
 mod doctor;
-pub mod filter;
+pub mod landlock;
 pub mod probe;
-pub mod ruleset;
+pub mod seccomp;
 pub mod userns;
 pub mod view;
 
 pub use doctor::doctor;
 
+use self::landlock::LandlockReport;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{ConfinementMode, Network, Policy};
-use ruleset::LandlockReport;
 use seccompiler::sock_filter;
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -435,7 +435,7 @@ impl Confinement {
             ..Default::default()
         };
         let mut landlock = None;
-        let allowed = ruleset::allowed_programs(policy);
+        let allowed = landlock::allowed_programs(policy);
         if off {
             landlock_report.reason = Some("confinement = \"off\"".into());
         } else if kernel.landlock_abi == 0 {
@@ -448,7 +448,7 @@ impl Confinement {
             missing(mode, &mut warnings, "Landlock", &why)?;
             landlock_report.reason = Some(why);
         } else {
-            let inputs = ruleset::Inputs {
+            let inputs = landlock::Inputs {
                 program,
                 allowed: &allowed,
                 workspace,
@@ -458,10 +458,10 @@ impl Confinement {
                 network_allowed,
                 tty,
             };
-            let built = ruleset::build(&inputs, kernel.landlock_abi)?;
+            let built = landlock::build(&inputs, kernel.landlock_abi)?;
             landlock = Some(built.fd);
             landlock_report = built.report;
-            if let Some(interp) = ruleset::script_interpreter(program)
+            if let Some(interp) = landlock::script_interpreter(program)
                 && !policy.scopes.exec.iter().any(|e| interp.starts_with(e))
             {
                 warnings.push(format!(
@@ -487,18 +487,18 @@ impl Confinement {
             missing(mode, &mut warnings, "seccomp", &why)?;
             seccomp_report.reason = Some(why);
         } else {
-            let variant = |without_view| filter::Variant {
+            let variant = |without_view| seccomp::Variant {
                 network_allowed,
                 without_view,
             };
-            match filter::program(variant(false))
-                .and_then(|p| filter::program(variant(true)).map(|q| (p, q)))
+            match seccomp::program(variant(false))
+                .and_then(|p| seccomp::program(variant(true)).map(|q| (p, q)))
             {
                 Ok((p, q)) => {
                     seccomp = Some(p);
                     seccomp_without_view = Some(q);
                     seccomp_report.enforced = true;
-                    seccomp_report.denied = filter::DENIED_GROUPS.to_vec();
+                    seccomp_report.denied = seccomp::DENIED_GROUPS.to_vec();
                     seccomp_report.socket_families = family_names(variant(false));
                 }
                 Err(e) => {
@@ -539,7 +539,7 @@ impl Confinement {
             let rule = landlock.as_ref().map(|fd| {
                 (
                     fd.as_raw_fd(),
-                    ruleset::workspace_access(kernel.landlock_abi),
+                    landlock::workspace_access(kernel.landlock_abi),
                 )
             });
             Some(view::View::prepare(&inputs, rule)?)
@@ -705,7 +705,7 @@ impl Confinement {
         r.workspace_bytes = self.view.as_ref().and_then(|v| v.workspace_tmpfs);
         let seccomp = r.seccomp.enforced;
         if seccomp {
-            let v = filter::Variant {
+            let v = seccomp::Variant {
                 network_allowed: r.seccomp.socket_families.contains(&"inet"),
                 without_view: !r.mount_view,
             };
@@ -918,7 +918,7 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         );
         if proc_self >= 0 {
-            let r = add_path_rule(ruleset, proc_self, ruleset::PROC_SELF_ACCESS);
+            let r = add_path_rule(ruleset, proc_self, landlock::PROC_SELF_ACCESS);
             libc::close(proc_self);
             r?;
         }
@@ -1022,8 +1022,8 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
     (!hints.is_empty()).then(|| hints.join("; "))
 }
 
-fn family_names(v: filter::Variant) -> Vec<&'static str> {
-    filter::socket_families(v)
+fn family_names(v: seccomp::Variant) -> Vec<&'static str> {
+    seccomp::socket_families(v)
         .iter()
         .map(|f| match *f {
             libc::AF_UNIX => "unix",
