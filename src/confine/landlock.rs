@@ -10,7 +10,7 @@
 use ::landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::fs::MetadataExt;
@@ -191,7 +191,10 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
         if !is_dir {
             bits &= file_only;
         }
-        add_rule(ruleset_fd, fd, bits).map_err(|e| err(&e))?;
+        if bits != 0 {
+            super::sys::landlock_add_path_rule(ruleset_fd, fd, bits)
+                .map_err(|e| err(&std::io::Error::from_raw_os_error(e)))?;
+        }
         let shown = path.display().to_string();
         match kind {
             X => report.execute.push(shown),
@@ -297,38 +300,6 @@ fn handled_fs(abi: u32) -> u64 {
         r |= AccessFs::ResolveUnix;
     }
     r.bits()
-}
-
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) -> std::io::Result<()> {
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
-    if access == 0 {
-        return Ok(());
-    }
-    let attr = PathBeneathAttr {
-        allowed_access: access,
-        parent_fd: parent,
-    };
-    // SAFETY: the kernel reads the packed attribute from a live stack value.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset,
-            LANDLOCK_RULE_PATH_BENEATH,
-            &attr as *const PathBeneathAttr,
-            0u32,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// The allowlist resolved to canonical programs, with their loaders.

@@ -18,6 +18,7 @@ mod doctor;
 pub mod landlock;
 pub mod probe;
 pub mod seccomp;
+mod sys;
 pub mod userns;
 pub mod view;
 
@@ -851,7 +852,7 @@ impl Confinement {
             landlock_in_child(fd.as_raw_fd()).map_err(|e| (Stage::Landlock, e))?;
         }
         if self.drop_caps {
-            drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
+            sys::drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
         }
         let filter = if with_view {
             self.seccomp
@@ -881,33 +882,6 @@ impl Confinement {
     }
 }
 
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-/// Adds a path-beneath rule from an fd, with raw system calls only (for
-/// the forked children).
-pub(crate) fn add_path_rule(ruleset: RawFd, fd: RawFd, access: u64) -> Result<(), i32> {
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
-    let attr = PathBeneathAttr {
-        allowed_access: access,
-        parent_fd: fd,
-    };
-    // SAFETY: the kernel reads the packed attribute from a live stack value.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset,
-            LANDLOCK_RULE_PATH_BENEATH,
-            &attr as *const PathBeneathAttr,
-            0u32,
-        )
-    };
-    if r != 0 { Err(errno()) } else { Ok(()) }
-}
-
 /// Adds the child's own /proc/self (opened here, so it names this process)
 /// and restricts the calling thread with the rule set.
 fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
@@ -918,60 +892,11 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         );
         if proc_self >= 0 {
-            let r = add_path_rule(ruleset, proc_self, landlock::PROC_SELF_ACCESS);
+            let r = sys::landlock_add_path_rule(ruleset, proc_self, landlock::PROC_SELF_ACCESS);
             libc::close(proc_self);
             r?;
         }
         if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
-            return Err(errno());
-        }
-    }
-    Ok(())
-}
-
-/// Empties the thread's capability sets, so a run started by root cannot
-/// use root's privileges. The bounding set is left alone: with no_new_privs
-/// an exec can never gain capabilities the process does not hold, so
-/// emptying the permitted set is final (and saves some 40 calls per run).
-pub(crate) fn drop_capabilities() -> Result<(), i32> {
-    // SAFETY: prctl and capset with stack values.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: i32,
-        }
-        #[repr(C)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-        let mut h = Header {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let d = [
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-        ];
-        if libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) != 0 {
             return Err(errno());
         }
     }

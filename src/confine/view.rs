@@ -492,7 +492,7 @@ impl View {
                                 dest.as_ptr(),
                                 libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                             ) as libc::c_long)? as i32;
-                            let r = super::add_path_rule(ruleset, fd, access);
+                            let r = super::sys::landlock_add_path_rule(ruleset, fd, access);
                             libc::close(fd);
                             r?;
                         }
