@@ -14,15 +14,12 @@
 //! (see `userns` for what that changes and why it is safe).
 
 pub mod cgroup;
-mod doctor;
 pub mod landlock;
 pub mod probe;
 pub mod seccomp;
 mod sys;
 pub mod userns;
 pub mod view;
-
-pub use doctor::doctor;
 
 use self::landlock::LandlockReport;
 use crate::plan::{Plan, StdinMode};
