@@ -95,7 +95,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             }
             (Some(r), None::<String>)
         }
-        Err(e) => (None, Some(e.clone())),
+        Err(e) => (None, Some(e.to_string())),
     };
     let warnings: Vec<String> = prepared
         .as_ref()

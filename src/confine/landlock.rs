@@ -7,6 +7,7 @@
 //! cannot be used to map a shell either. `/proc/self` is added in the child
 //! (a rule opened here would name agent-rsh, not the command).
 
+use super::ConfineError;
 use ::landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -81,8 +82,8 @@ pub fn workspace_access(abi: u32) -> u64 {
 pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
 
 /// Builds the rule set for `abi` (> 0). Paths that do not exist are skipped.
-pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
-    let err = |e: &dyn std::fmt::Display| format!("cannot build the Landlock rule set: {e}");
+pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
+    let err = |e: &dyn std::fmt::Display| ConfineError::LandlockRuleset { why: e.to_string() };
     let mut rs = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET))
         .map_err(|e| err(&e))?;
@@ -97,7 +98,7 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
     }
     let created = rs.create().map_err(|e| err(&e))?;
     let ruleset: Option<OwnedFd> = created.into();
-    let ruleset = ruleset.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
+    let ruleset = ruleset.ok_or(ConfineError::LandlockUnavailable)?;
     let ruleset_fd = ruleset.as_raw_fd();
     let mut report = LandlockReport {
         enforced: true,
@@ -174,12 +175,8 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
         // The workspace is new for every run: not worth keeping open.
         let once;
         let (fd, is_dir) = if path == workspace {
-            once = open_path(&path).ok_or_else(|| {
-                format!(
-                    "cannot open the workspace {} for its Landlock rule",
-                    path.display()
-                )
-            })?;
+            once = open_path(&path)
+                .ok_or_else(|| ConfineError::LandlockWorkspace { path: path.clone() })?;
             (once.0.as_raw_fd(), true)
         } else {
             match cache.get(&path) {
