@@ -340,7 +340,7 @@ pub fn main() -> ExitCode {
         Cmd::Policy(p) => cmd_policy(policy, p),
         Cmd::Doctor { json } => Policy::locate(policy)
             .map_err(|e| CliError::policy(&e, "nothing was run"))
-            .map(|(p, source)| exit_code(crate::confine::doctor(&p, &source.to_string(), json))),
+            .map(|(p, source)| exit_code(crate::doctor::doctor(&p, &source.to_string(), json))),
         Cmd::Mcp(a) => crate::mcp::main(policy, a),
         Cmd::Jobs(c) => crate::jobs::cli::main(policy, c),
         Cmd::Completions { shell } => {
