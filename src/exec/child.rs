@@ -55,21 +55,6 @@ const RESET_SIGNALS: [i32; 14] = [
 ];
 pub(super) const MSG_STATUS: u8 = b'S';
 
-fn raw_fork(flags: libc::c_ulong) -> libc::c_long {
-    // SAFETY: clone without a new stack behaves like fork: the child
-    // continues on a copy of the parent's stack.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags | libc::SIGCHLD as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    }
-}
-
 /// Starts the guardian with the most confinement the kernel grants:
 /// PID and mount namespaces (with a user namespace for a caller without
 /// CAP_SYS_ADMIN, and a network namespace when wanted), then without the
@@ -169,7 +154,7 @@ fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
     if user_ns.is_some() {
         flags |= libc::CLONE_NEWUSER as libc::c_ulong;
     }
-    let r = raw_fork(flags);
+    let r = crate::sys::fork_with(flags);
     if r == 0 {
         guardian_main(spec, confinement, user_ns);
     }
@@ -253,7 +238,7 @@ fn guardian_main(
             fail(Stage::UserNamespace, e);
         }
         let sfd = libc::signalfd(-1, &spec.mask, libc::SFD_CLOEXEC);
-        let h = raw_fork(0);
+        let h = crate::sys::fork_with(0);
         if h == 0 {
             command_main(spec, confinement);
         }
