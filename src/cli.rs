@@ -34,6 +34,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 enum Cmd {
     /// Check a command against the policy and run it.
     Run(RunArgs),
@@ -73,12 +74,40 @@ enum CompletionShell {
 
 /// The whole command line as clap sees it (for the man page and the
 /// completion scripts, which are generated from it).
+///
+/// Each subcommand's own flags are added only when clap builds that
+/// subcommand (`defer`): a run parses its own subcommand's flags, not the
+/// whole tree's, which is most of clap's start-up cost.
 pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
 }
 
-/// What a caller asks for, as flags: the same for `run`, `check` and
-/// `spawn`, so the three cannot drift apart.
+/// [`command`] with every subcommand's flags in place before `--policy`
+/// is inherited, in the order the completion scripts list them (a deferred
+/// subcommand would receive the inherited `--policy` before its own flags).
+fn expanded(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    names.iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, |sub| {
+            if sub.has_subcommands() {
+                return expanded(sub);
+            }
+            // Built alone, the subcommand has its own flags only.
+            let mut alone = sub.clone().disable_help_flag(true);
+            alone.build();
+            let own: Vec<clap::Arg> = alone.get_arguments().cloned().collect();
+            sub.defer(|sub| sub).args(own)
+        })
+    })
+}
+
+// What a caller asks for, as flags: the same for `run`, `check` and
+// `spawn`, so the three cannot drift apart. (Not a doc comment: clap would
+// take it as the about text of every subcommand that flattens this struct,
+// since their flags are added after their own about, see `command`.)
 #[derive(Args)]
 pub struct RequestArgs {
     /// Working directory, relative to the workspace root.
@@ -189,6 +218,7 @@ struct CheckArgs {
 }
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 enum PolicyCmd {
     /// Print the effective policy with every default filled in.
     Show {
@@ -340,7 +370,7 @@ pub fn main() -> ExitCode {
         Cmd::Policy(p) => cmd_policy(policy, p),
         Cmd::Doctor { json } => Policy::locate(policy)
             .map_err(|e| CliError::policy(&e, "nothing was run"))
-            .map(|(p, source)| exit_code(crate::confine::doctor(&p, &source.to_string(), json))),
+            .map(|(p, source)| exit_code(crate::doctor::doctor(&p, &source.to_string(), json))),
         Cmd::Mcp(a) => crate::mcp::main(policy, a),
         Cmd::Jobs(c) => crate::jobs::cli::main(policy, c),
         Cmd::Completions { shell } => {
@@ -349,7 +379,12 @@ pub fn main() -> ExitCode {
                 CompletionShell::Zsh => clap_complete::Shell::Zsh,
                 CompletionShell::Fish => clap_complete::Shell::Fish,
             };
-            clap_complete::generate(shell, &mut command(), "agent-rsh", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut expanded(command()),
+                "agent-rsh",
+                &mut std::io::stdout(),
+            );
             Ok(ExitCode::SUCCESS)
         }
     };

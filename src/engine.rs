@@ -5,7 +5,7 @@
 //! take input and render output.
 
 use crate::check::{self, Denial, Request};
-use crate::confine::{Confinement, Stage};
+use crate::confine::{ConfineError, Confinement, Stage};
 use crate::exec::{self, Sink};
 use crate::policy::Policy;
 use crate::result::Stream;
@@ -95,7 +95,7 @@ pub fn execute(
     let job = match &plan.script {
         Some(sp) => {
             if let Err(e) = interpreter_out_of_reach(policy, &plan.program, ws.root()) {
-                return RunResult::failed(command, e);
+                return RunResult::failed(command, e.to_string());
             }
             match ScriptJob::create(policy, sp, ws.root()) {
                 Ok(j) => {
@@ -146,7 +146,7 @@ pub fn execute(
         ws.is_fresh() && !opts.keep,
     ) {
         Ok(c) => c,
-        Err(e) => return RunResult::failed(command, e),
+        Err(e) => return RunResult::failed(command, e.to_string()),
     };
     let mut envp = plan.envp(state.as_deref().unwrap_or(ws.root()));
     if let Some(dir) = &state {
@@ -267,17 +267,16 @@ fn interpreter_out_of_reach(
     policy: &Policy,
     program: &std::path::Path,
     workspace: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<(), ConfineError> {
     let writable = std::iter::once(workspace)
         .chain(policy.scopes.write.iter().map(|p| p.as_path()))
         .chain(policy.workspace.parent.iter().map(|p| p.as_path()));
     for w in writable {
         if program.starts_with(w) {
-            return Err(format!(
-                "agent-rsh's own binary {} lies in {}, which the run can write; compound commands run agent-rsh's interpreter, so install agent-rsh outside the workspace and the write scopes (or set syntax = \"simple\")",
-                program.display(),
-                w.display()
-            ));
+            return Err(ConfineError::InterpreterWritable {
+                program: program.to_path_buf(),
+                writable: w.to_path_buf(),
+            });
         }
     }
     Ok(())

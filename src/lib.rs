@@ -2,13 +2,15 @@
 //!
 //! Pure core (`policy`, `lex`, `check`, `plan`, `result`) → `Plan` or
 //! `Denial`; effectful edge (`workspace`, `confine`, `exec`) runs the plan;
-//! `engine` is the one door every face (`cli`) goes through.
+//! `engine` is the one door every face (`cli`) goes through; `doctor`, a
+//! face too, reports what `confine` would enforce here.
 
 pub mod audit;
 pub mod check;
 pub mod cli;
 pub mod confine;
 pub mod denial;
+pub mod doctor;
 pub mod engine;
 pub mod exec;
 pub mod jobs;

@@ -1,6 +1,7 @@
 //! Raw kernel calls shared by the faces, the jobs, their supervisor and
 //! the script interpreter: pipes, the `flock` protocol between runs, jobs
-//! and `jobs --gc`, and writing a whole buffer to a file descriptor.
+//! and `jobs --gc`, writing a whole buffer to a file descriptor, and fork
+//! with namespace flags.
 //! (The confinement's own calls are in `confine`.)
 //!
 //! Everything here is a single system call or a loop of them with no
@@ -52,6 +53,24 @@ pub fn held_by_another(f: &File) -> bool {
 /// the probe fails (probed with an exclusive lock released when `f` closes).
 pub fn held(f: &File) -> bool {
     f.try_lock().is_err()
+}
+
+/// `fork` with clone flags (new namespaces): returns the child's pid in
+/// the parent, 0 in the child, -1 with errno set on failure. The child
+/// continues on a copy of the caller's stack, as after fork(2), and in a
+/// multi-threaded caller may make raw system calls only.
+pub fn fork_with(flags: libc::c_ulong) -> libc::c_long {
+    // SAFETY: clone without a new stack behaves like fork.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags | libc::SIGCHLD as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    }
 }
 
 /// Writes all of `data` to `fd`, retrying short writes and EINTR.

@@ -71,30 +71,55 @@ pub enum CgroupError {
     },
 }
 
-impl fmt::Display for CgroupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// What to do when the cgroup file system is mounted read-only.
+pub const READ_ONLY_FIX: &str =
+    "give the container a writable cgroup namespace with the memory and pids controllers delegated";
+
+impl CgroupError {
+    /// What failed, without the advice `Display` adds.
+    pub fn problem(&self) -> String {
         match self {
-            CgroupError::NoHierarchy { why } => write!(f, "no cgroup hierarchy: {why}"),
+            CgroupError::NoHierarchy { why } => format!("no cgroup hierarchy: {why}"),
             CgroupError::ControllerMissing { controller, why } => {
-                write!(f, "the cgroup controller `{controller}` is missing: {why}")
+                format!("the cgroup controller `{controller}` is missing: {why}")
             }
-            CgroupError::NotPermitted { path, errno } => write!(
-                f,
-                "cannot create a cgroup in {}: {} ({})",
+            CgroupError::NotPermitted { path, errno } => format!(
+                "cannot create a cgroup in {}: {}",
                 path.display(),
-                io::Error::from_raw_os_error(*errno),
-                if *errno == libc::EROFS {
-                    "the cgroup file system is mounted read-only, as in a container: give the container a writable cgroup namespace with the memory and pids controllers delegated"
-                } else {
-                    "run as root, or give this account a delegated cgroup v2 subtree with the memory and pids controllers, e.g. systemd's Delegate=yes"
-                }
+                io::Error::from_raw_os_error(*errno)
             ),
-            CgroupError::Io { op, path, errno } => write!(
-                f,
+            CgroupError::Io { op, path, errno } => format!(
                 "cannot {op} {}: {}",
                 path.display(),
                 io::Error::from_raw_os_error(*errno)
             ),
+        }
+    }
+
+    /// What to change, where the error names it.
+    fn advice(&self) -> Option<String> {
+        match self {
+            CgroupError::NotPermitted { errno, .. } if *errno == libc::EROFS => Some(format!(
+                "the cgroup file system is mounted read-only, as in a container: {READ_ONLY_FIX}"
+            )),
+            CgroupError::NotPermitted { .. } => Some(
+                "run as root, or give this account a delegated cgroup v2 subtree with the memory and pids controllers, e.g. systemd's Delegate=yes".to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Whether the cgroup file system is mounted read-only (a container's).
+    pub fn read_only(&self) -> bool {
+        matches!(self, CgroupError::NotPermitted { errno, .. } if *errno == libc::EROFS)
+    }
+}
+
+impl fmt::Display for CgroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.advice() {
+            Some(a) => write!(f, "{} ({a})", self.problem()),
+            None => f.write_str(&self.problem()),
         }
     }
 }

@@ -14,18 +14,18 @@
 //! (see `userns` for what that changes and why it is safe).
 
 pub mod cgroup;
-mod doctor;
-pub mod filter;
+mod error;
+pub mod landlock;
 pub mod probe;
-pub mod ruleset;
+pub mod seccomp;
+mod sys;
 pub mod userns;
 pub mod view;
 
-pub use doctor::doctor;
-
+use self::landlock::LandlockReport;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{ConfinementMode, Network, Policy};
-use ruleset::LandlockReport;
+pub use error::ConfineError;
 use seccompiler::sock_filter;
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -189,21 +189,23 @@ fn nproc_exempt_by_map(map: &str) -> bool {
     outside.is_none_or(|o| o == 0)
 }
 
-/// The run's bounds when it gets no cgroup of its own (`why`): rlimits for
-/// an account RLIMIT_NPROC counts; for root, the `pids.max` of a cgroup it
-/// runs in, or nothing, which "required" refuses.
+/// The run's bounds when it gets no cgroup of its own (`why`, caused by
+/// `cause` when creating it failed): rlimits for an account RLIMIT_NPROC
+/// counts; for root, the `pids.max` of a cgroup it runs in, or nothing,
+/// which "required" refuses.
 fn resources_without_cgroup(
     mode: ConfinementMode,
     why: String,
+    cause: Option<&cgroup::CgroupError>,
     warnings: &mut Vec<String>,
-) -> Result<ResourcesReport, String> {
+) -> Result<ResourcesReport, ConfineError> {
     let exempt = nproc_exempt();
     let enclosing = if exempt {
         cgroup::enclosing_pids_max()
     } else {
         None
     };
-    fallback(mode, exempt, enclosing, why, warnings)
+    fallback(mode, exempt, enclosing, why, cause, warnings)
 }
 
 /// The decision of `resources_without_cgroup`, from what it found: whether
@@ -213,8 +215,9 @@ fn fallback(
     nproc_exempt: bool,
     enclosing: Option<(u64, std::path::PathBuf)>,
     why: String,
+    cause: Option<&cgroup::CgroupError>,
     warnings: &mut Vec<String>,
-) -> Result<ResourcesReport, String> {
+) -> Result<ResourcesReport, ConfineError> {
     let mut r = ResourcesReport {
         mechanism: RESOURCES_RLIMITS,
         memory_bytes: None,
@@ -241,9 +244,14 @@ fn fallback(
     r.mechanism = RESOURCES_AS_ONLY;
     let why = r.reason.as_deref().unwrap_or_default();
     match mode {
-        ConfinementMode::Required => Err(format!(
-            "the run's cgroup is not available ({why}), and root's processes are bound neither by RLIMIT_NPROC nor by the pids.max of a cgroup agent-rsh runs in, so one run could exhaust the host's processes; confinement = \"required\" refuses to run (make a cgroup hierarchy with the memory and pids controllers writable for root, start agent-rsh in a cgroup with a pids limit such as a container's --pids-limit, run it as an account other than root, or set confinement = \"best-effort\"; `agent-rsh doctor` shows what holds)"
-        )),
+        // The cgroup layer's own advice (for an account) gives way to the
+        // one for root, unless it names the closer cause.
+        ConfinementMode::Required => Err(ConfineError::ResourcesUnbounded {
+            why: cause.map_or_else(|| why.to_string(), |c| c.problem()),
+            fix: cause
+                .is_some_and(|c| c.read_only())
+                .then_some(cgroup::READ_ONLY_FIX),
+        }),
         ConfinementMode::BestEffort => {
             warnings.push(format!(
                 "limits.processes and limits.memory_bytes are not enforced for the whole run: the run's cgroup is not available ({why}) and root's processes are not bound by RLIMIT_NPROC; only RLIMIT_AS bounds each process (confinement = \"best-effort\")"
@@ -359,13 +367,14 @@ pub struct Confinement {
 fn missing(
     mode: ConfinementMode,
     warnings: &mut Vec<String>,
-    what: &str,
+    what: &'static str,
     why: &str,
-) -> Result<(), String> {
+) -> Result<(), ConfineError> {
     match mode {
-        ConfinementMode::Required => Err(format!(
-            "{what} is not available: {why}; confinement = \"required\" refuses to run without it (set confinement = \"best-effort\" in the policy to run with the layers this kernel has; `agent-rsh doctor` shows them)"
-        )),
+        ConfinementMode::Required => Err(ConfineError::Required {
+            layer: what,
+            why: why.to_string(),
+        }),
         _ => {
             warnings.push(format!(
                 "{what} is not enforced: {why} (confinement = \"best-effort\")"
@@ -385,7 +394,7 @@ impl Confinement {
         plan: &Plan,
         workspace: &Path,
         fresh: bool,
-    ) -> Result<Confinement, String> {
+    ) -> Result<Confinement, ConfineError> {
         Confinement::prepare_for(
             policy,
             &plan.program,
@@ -405,7 +414,7 @@ impl Confinement {
         tty: bool,
         workspace: &Path,
         fresh: bool,
-    ) -> Result<Confinement, String> {
+    ) -> Result<Confinement, ConfineError> {
         let l = &policy.limits;
         let cpu = if l.cpu_seconds > 0 {
             l.cpu_seconds
@@ -435,7 +444,7 @@ impl Confinement {
             ..Default::default()
         };
         let mut landlock = None;
-        let allowed = ruleset::allowed_programs(policy);
+        let allowed = landlock::allowed_programs(policy);
         if off {
             landlock_report.reason = Some("confinement = \"off\"".into());
         } else if kernel.landlock_abi == 0 {
@@ -448,7 +457,7 @@ impl Confinement {
             missing(mode, &mut warnings, "Landlock", &why)?;
             landlock_report.reason = Some(why);
         } else {
-            let inputs = ruleset::Inputs {
+            let inputs = landlock::Inputs {
                 program,
                 allowed: &allowed,
                 workspace,
@@ -458,10 +467,10 @@ impl Confinement {
                 network_allowed,
                 tty,
             };
-            let built = ruleset::build(&inputs, kernel.landlock_abi)?;
+            let built = landlock::build(&inputs, kernel.landlock_abi)?;
             landlock = Some(built.fd);
             landlock_report = built.report;
-            if let Some(interp) = ruleset::script_interpreter(program)
+            if let Some(interp) = landlock::script_interpreter(program)
                 && !policy.scopes.exec.iter().any(|e| interp.starts_with(e))
             {
                 warnings.push(format!(
@@ -487,23 +496,24 @@ impl Confinement {
             missing(mode, &mut warnings, "seccomp", &why)?;
             seccomp_report.reason = Some(why);
         } else {
-            let variant = |without_view| filter::Variant {
+            let variant = |without_view| seccomp::Variant {
                 network_allowed,
                 without_view,
             };
-            match filter::program(variant(false))
-                .and_then(|p| filter::program(variant(true)).map(|q| (p, q)))
+            match seccomp::program(variant(false))
+                .and_then(|p| seccomp::program(variant(true)).map(|q| (p, q)))
             {
                 Ok((p, q)) => {
                     seccomp = Some(p);
                     seccomp_without_view = Some(q);
                     seccomp_report.enforced = true;
-                    seccomp_report.denied = filter::DENIED_GROUPS.to_vec();
+                    seccomp_report.denied = seccomp::DENIED_GROUPS.to_vec();
                     seccomp_report.socket_families = family_names(variant(false));
                 }
                 Err(e) => {
-                    missing(mode, &mut warnings, "seccomp", &e)?;
-                    seccomp_report.reason = Some(e);
+                    let why = e.to_string();
+                    missing(mode, &mut warnings, "seccomp", &why)?;
+                    seccomp_report.reason = Some(why);
                 }
             }
         }
@@ -539,7 +549,7 @@ impl Confinement {
             let rule = landlock.as_ref().map(|fd| {
                 (
                     fd.as_raw_fd(),
-                    ruleset::workspace_access(kernel.landlock_abi),
+                    landlock::workspace_access(kernel.landlock_abi),
                 )
             });
             Some(view::View::prepare(&inputs, rule)?)
@@ -547,16 +557,23 @@ impl Confinement {
         // The run's cgroup, last: nothing above can fail after it exists
         // (it would be removed on drop anyway).
         let made = if kernel.simulated.contains(&"cgroup") {
-            Err(format!("simulated by {}", probe::SIMULATE_ENV))
+            Err(None)
         } else {
-            cgroup::RunCgroup::create(l.memory_bytes, l.processes).map_err(|e| e.to_string())
+            cgroup::RunCgroup::create(l.memory_bytes, l.processes).map_err(Some)
         };
         let (run_cgroup, resources) = match made {
             Ok(cg) => {
                 let r = ResourcesReport::of_cgroup(&cg);
                 (Some(cg), r)
             }
-            Err(why) => (None, resources_without_cgroup(mode, why, &mut warnings)?),
+            Err(cause) => {
+                let why = match &cause {
+                    Some(e) => e.to_string(),
+                    None => format!("simulated by {}", probe::SIMULATE_ENV),
+                };
+                let r = resources_without_cgroup(mode, why, cause.as_ref(), &mut warnings)?;
+                (None, r)
+            }
         };
         Ok(Confinement {
             rlimits,
@@ -618,7 +635,8 @@ impl Confinement {
     /// holds the bounds, or the mode allows running without.
     pub fn may_run_without_cgroup(&self) -> bool {
         self.cgroup.is_some()
-            && resources_without_cgroup(self.report.mode, String::new(), &mut Vec::new()).is_ok()
+            && resources_without_cgroup(self.report.mode, String::new(), None, &mut Vec::new())
+                .is_ok()
     }
 
     /// The guardian could not join the run's cgroup (`why`): run without
@@ -632,6 +650,7 @@ impl Confinement {
         match resources_without_cgroup(
             self.report.mode,
             format!("joining it failed: {why}"),
+            None,
             &mut warnings,
         ) {
             Ok(r) => {
@@ -705,7 +724,7 @@ impl Confinement {
         r.workspace_bytes = self.view.as_ref().and_then(|v| v.workspace_tmpfs);
         let seccomp = r.seccomp.enforced;
         if seccomp {
-            let v = filter::Variant {
+            let v = seccomp::Variant {
                 network_allowed: r.seccomp.socket_families.contains(&"inet"),
                 without_view: !r.mount_view,
             };
@@ -851,7 +870,7 @@ impl Confinement {
             landlock_in_child(fd.as_raw_fd()).map_err(|e| (Stage::Landlock, e))?;
         }
         if self.drop_caps {
-            drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
+            sys::drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
         }
         let filter = if with_view {
             self.seccomp
@@ -881,33 +900,6 @@ impl Confinement {
     }
 }
 
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-/// Adds a path-beneath rule from an fd, with raw system calls only (for
-/// the forked children).
-pub(crate) fn add_path_rule(ruleset: RawFd, fd: RawFd, access: u64) -> Result<(), i32> {
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
-    let attr = PathBeneathAttr {
-        allowed_access: access,
-        parent_fd: fd,
-    };
-    // SAFETY: the kernel reads the packed attribute from a live stack value.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset,
-            LANDLOCK_RULE_PATH_BENEATH,
-            &attr as *const PathBeneathAttr,
-            0u32,
-        )
-    };
-    if r != 0 { Err(errno()) } else { Ok(()) }
-}
-
 /// Adds the child's own /proc/self (opened here, so it names this process)
 /// and restricts the calling thread with the rule set.
 fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
@@ -918,60 +910,11 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         );
         if proc_self >= 0 {
-            let r = add_path_rule(ruleset, proc_self, ruleset::PROC_SELF_ACCESS);
+            let r = sys::landlock_add_path_rule(ruleset, proc_self, landlock::PROC_SELF_ACCESS);
             libc::close(proc_self);
             r?;
         }
         if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
-            return Err(errno());
-        }
-    }
-    Ok(())
-}
-
-/// Empties the thread's capability sets, so a run started by root cannot
-/// use root's privileges. The bounding set is left alone: with no_new_privs
-/// an exec can never gain capabilities the process does not hold, so
-/// emptying the permitted set is final (and saves some 40 calls per run).
-pub(crate) fn drop_capabilities() -> Result<(), i32> {
-    // SAFETY: prctl and capset with stack values.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: i32,
-        }
-        #[repr(C)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-        let mut h = Header {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let d = [
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-            Data {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            },
-        ];
-        if libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) != 0 {
             return Err(errno());
         }
     }
@@ -1022,8 +965,8 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
     (!hints.is_empty()).then(|| hints.join("; "))
 }
 
-fn family_names(v: filter::Variant) -> Vec<&'static str> {
-    filter::socket_families(v)
+fn family_names(v: seccomp::Variant) -> Vec<&'static str> {
+    seccomp::socket_families(v)
         .iter()
         .map(|f| match *f {
             libc::AF_UNIX => "unix",
@@ -1064,15 +1007,17 @@ mod tests {
         let enclosing = || Some((2048, std::path::PathBuf::from("/sys/fs/cgroup/pids")));
         for mode in [Required, BestEffort, Off] {
             let mut w = Vec::new();
-            let r = fallback(mode, false, None, "why".into(), &mut w).unwrap();
+            let r = fallback(mode, false, None, "why".into(), None, &mut w).unwrap();
             assert_eq!((r.mechanism, w.len()), (RESOURCES_RLIMITS, 0), "{mode:?}");
             assert_eq!(r.reason.as_deref(), Some("why"));
-            let r = fallback(mode, true, enclosing(), "why".into(), &mut w).unwrap();
+            let r = fallback(mode, true, enclosing(), "why".into(), None, &mut w).unwrap();
             assert_eq!((r.mechanism, w.len()), (RESOURCES_ENCLOSING, 0), "{mode:?}");
             assert_eq!(r.enclosing_pids_max, Some(2048));
         }
         let mut w = Vec::new();
-        let e = fallback(Required, true, None, "ro".into(), &mut w).unwrap_err();
+        let e = fallback(Required, true, None, "ro".into(), None, &mut w)
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains('\n'), "{e}");
         for said in [
             "(ro)",
@@ -1083,11 +1028,66 @@ mod tests {
         ] {
             assert!(e.contains(said), "{said}: {e}");
         }
-        let r = fallback(BestEffort, true, None, "ro".into(), &mut w).unwrap();
+        let r = fallback(BestEffort, true, None, "ro".into(), None, &mut w).unwrap();
         assert_eq!(r.mechanism, RESOURCES_AS_ONLY);
         assert!(w[0].contains("limits.processes"), "{w:?}");
         let mut w = Vec::new();
-        let r = fallback(Off, true, None, "ro".into(), &mut w).unwrap();
+        let r = fallback(Off, true, None, "ro".into(), None, &mut w).unwrap();
         assert_eq!((r.mechanism, w.len()), (RESOURCES_AS_ONLY, 0));
+    }
+
+    /// The refusal gives its advice once: the cgroup layer's own advice
+    /// (written for an account) gives way to root's, and a read-only
+    /// cgroup file system names its fix in root's list.
+    #[test]
+    fn a_refusal_advises_once() {
+        let read_only = cgroup::CgroupError::NotPermitted {
+            path: "/sys/fs/cgroup/x".into(),
+            errno: libc::EROFS,
+        };
+        let denied = cgroup::CgroupError::NotPermitted {
+            path: "/sys/fs/cgroup/x".into(),
+            errno: libc::EACCES,
+        };
+        for (cause, fix) in [
+            (&read_only, "give the container a writable cgroup namespace"),
+            (&denied, "make a cgroup hierarchy with the memory and pids"),
+        ] {
+            let reason = cause.to_string();
+            let e = fallback(
+                ConfinementMode::Required,
+                true,
+                None,
+                reason,
+                Some(cause),
+                &mut Vec::new(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("the run's cgroup is not available (cannot create a cgroup in /sys/fs/cgroup/x: "),
+                "{e}"
+            );
+            assert!(e.contains(fix), "{fix}: {e}");
+            for once in [
+                "confinement = \"best-effort\"",
+                "agent-rsh doctor",
+                "delegated",
+                "run as root",
+            ] {
+                assert!(e.matches(once).count() <= 1, "{once}: {e}");
+            }
+            assert!(!e.contains("run as root"), "{e}");
+        }
+        let e = ConfineError::Required {
+            layer: "Landlock",
+            why: "simulated".into(),
+        }
+        .to_string();
+        assert!(
+            e.starts_with("Landlock is not available: simulated; "),
+            "{e}"
+        );
+        assert_eq!(e.matches("best-effort").count(), 1, "{e}");
     }
 }

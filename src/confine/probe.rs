@@ -86,18 +86,7 @@ fn seccomp_filter_available() -> bool {
 /// returns whether the kernel allowed it and how long it took.
 pub fn try_namespaces(flags: libc::c_ulong) -> (bool, std::time::Duration) {
     let t = std::time::Instant::now();
-    // SAFETY: clone without a new stack behaves like fork; the child only
-    // calls _exit.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags | libc::SIGCHLD as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    };
+    let pid = crate::sys::fork_with(flags);
     if pid == 0 {
         // SAFETY: leave the child at once.
         unsafe { libc::_exit(0) };

@@ -49,27 +49,7 @@ const CAP_SYS_ADMIN: u32 = 21;
 /// Whether this process holds CAP_SYS_ADMIN in its effective set, i.e. can
 /// create a PID namespace without a user namespace.
 pub fn has_cap_sys_admin() -> bool {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let mut h = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut d = [Data::default(); 2];
-    // SAFETY: capget writes two Data structs into a live stack array.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) };
-    r == 0 && d[0].effective & (1 << CAP_SYS_ADMIN) != 0
+    super::sys::has_effective_capability(CAP_SYS_ADMIN)
 }
 
 /// What the guardian writes into its own /proc/self files, built before
@@ -123,7 +103,7 @@ impl Maps {
         if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) } != 0 {
             return Err(super::errno());
         }
-        super::drop_capabilities()
+        super::sys::drop_capabilities()
     }
 }
 

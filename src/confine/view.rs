@@ -25,6 +25,7 @@
 //! Everything is computed here in the parent; the guardian only makes
 //! system calls (`build_in_guardian`), on buffers prepared in advance.
 
+use super::ConfineError;
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -206,7 +207,7 @@ fn walk(path: &Path) -> Option<Option<(PathBuf, PathBuf)>> {
 impl View {
     /// Plans the view. Paths that do not exist are left out, as the
     /// Landlock rule set leaves them out.
-    pub fn prepare(inp: &Inputs, ruleset: Option<(i32, u64)>) -> Result<View, String> {
+    pub fn prepare(inp: &Inputs, ruleset: Option<(i32, u64)>) -> Result<View, ConfineError> {
         let mut plan = Plan::default();
         for p in inp.read {
             plan.expose(p, Kind::Read, 0);
@@ -269,21 +270,21 @@ impl View {
             }
         }
         if kept.len() > MAX_BINDS {
-            return Err(format!(
-                "the policy's scopes need {} mounts in the run's view, more than {MAX_BINDS}; name fewer, wider scopes",
-                kept.len()
-            ));
+            return Err(ConfineError::ViewTooManyMounts {
+                needed: kept.len(),
+                max: MAX_BINDS,
+            });
         }
 
-        let staged = |p: &Path| -> Result<CString, String> {
+        let nul = |p: &Path| ConfineError::ViewPath {
+            path: p.to_path_buf(),
+        };
+        let staged = |p: &Path| -> Result<CString, ConfineError> {
             let mut b = STAGING.as_bytes().to_vec();
             b.extend_from_slice(p.as_os_str().as_bytes());
-            CString::new(b).map_err(|_| format!("{} contains NUL", p.display()))
+            CString::new(b).map_err(|_| nul(p))
         };
-        let cstr = |p: &Path| {
-            CString::new(p.as_os_str().as_bytes())
-                .map_err(|_| format!("{} contains NUL", p.display()))
-        };
+        let cstr = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| nul(p));
         let mut steps = Vec::new();
         let mut made: Vec<PathBuf> = Vec::new();
         let mut mounted: Vec<PathBuf> = Vec::new();
@@ -291,7 +292,7 @@ impl View {
         // Creates the missing parents of `p` inside the tmpfs (those under a
         // bind exist already).
         let mut parents =
-            |p: &Path, steps: &mut Vec<Step>, mounted: &[PathBuf]| -> Result<(), String> {
+            |p: &Path, steps: &mut Vec<Step>, mounted: &[PathBuf]| -> Result<(), ConfineError> {
                 let mut acc = PathBuf::from("/");
                 let comps: Vec<_> = p.components().skip(1).collect();
                 for c in comps.iter().take(comps.len().saturating_sub(1)) {
@@ -492,7 +493,7 @@ impl View {
                                 dest.as_ptr(),
                                 libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                             ) as libc::c_long)? as i32;
-                            let r = super::add_path_rule(ruleset, fd, access);
+                            let r = super::sys::landlock_add_path_rule(ruleset, fd, access);
                             libc::close(fd);
                             r?;
                         }

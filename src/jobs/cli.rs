@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum JobCmd {
     /// Check a command as `run` does and start it in the background;
     /// prints {id, pid, workspace} once it runs.

@@ -1,6 +1,7 @@
 //! The seccomp filter: compiled once per process and network mode, installed
 //! last in the child, right before exec. Refused calls fail with EPERM.
 
+use super::ConfineError;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch, sock_filter,
@@ -72,8 +73,8 @@ const XATTRAT_CALLS: [libc::c_long; 2] = [463, 466];
 const XATTRAT_CALLS: [libc::c_long; 0] = [];
 
 /// The filter for a variant; `Err` names why it cannot be built.
-pub fn program(v: Variant) -> Result<&'static [sock_filter], String> {
-    static P: [OnceLock<Result<BpfProgram, String>>; 4] = [
+pub fn program(v: Variant) -> Result<&'static [sock_filter], ConfineError> {
+    static P: [OnceLock<Result<BpfProgram, ConfineError>>; 4] = [
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
@@ -90,13 +91,14 @@ fn cond(arg: u8, op: SeccompCmpOp, v: u64) -> SeccompCondition {
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, v).expect("valid seccomp condition")
 }
 
-fn build(v: Variant) -> Result<BpfProgram, String> {
+fn build(v: Variant) -> Result<BpfProgram, ConfineError> {
     build_with(v, true)
 }
 
-fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
+fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
+    let compile = |why: String| ConfineError::SeccompCompile { why };
     let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|e| format!("seccomp: unsupported architecture: {e}"))?;
+        .map_err(|e| compile(format!("unsupported architecture: {e}")))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let always: &[libc::c_long] = &[
         libc::SYS_ptrace,
@@ -169,13 +171,13 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
         .iter()
         .map(|&f| SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(f as u64), f as u64)]))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| compile(e.to_string()))?;
     rules.insert(libc::SYS_clone, clone_rules);
     let ioctl_rules = [libc::TIOCSTI, libc::TIOCLINUX]
         .iter()
         .map(|&r| SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, r)]))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| compile(e.to_string()))?;
     rules.insert(libc::SYS_ioctl, ioctl_rules);
     let families = socket_families(v);
     let socket_rule = if families.is_empty() {
@@ -188,7 +190,7 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
                     .map(|&f| cond(0, SeccompCmpOp::Ne, f as u64))
                     .collect(),
             )
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| compile(e.to_string()))?,
         ]
     };
     rules.insert(libc::SYS_socket, socket_rule);
@@ -212,7 +214,7 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
                 )])
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| compile(e.to_string()))?;
         rules.insert(nr, r);
     }
     // Anonymous files never execute: a memfd must be created sealed
@@ -224,9 +226,9 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
         libc::SYS_memfd_create,
         vec![
             SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(MFD_NOEXEC_SEAL), 0)])
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| compile(e.to_string()))?,
             SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(MFD_EXEC), MFD_EXEC)])
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| compile(e.to_string()))?,
         ],
     );
     if v.without_view {
@@ -242,10 +244,10 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, String> {
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| compile(e.to_string()))?;
     let body: BpfProgram = filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+        .map_err(|e: seccompiler::BackendError| compile(e.to_string()))?;
     let mut prog = prefix();
     if fast && let Some(fast) = fast_allow(&denied) {
         prog.extend(fast);

@@ -1,7 +1,7 @@
 //! `agent-rsh doctor`: what this kernel supports and what a run under the
 //! effective policy would enforce.
 
-use super::{Confinement, probe};
+use crate::confine::{self, Confinement, probe};
 use crate::policy::{ConfinementMode, Policy};
 use crate::result::code;
 use serde_json::json;
@@ -16,7 +16,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         .unwrap_or_default();
     // Without CAP_SYS_ADMIN a run creates its namespaces inside a new user
     // namespace: probe exactly that.
-    let user_ns_needed = !super::userns::has_cap_sys_admin();
+    let user_ns_needed = !confine::userns::has_cap_sys_admin();
     let user_ns_available = !k.simulated.contains(&"userns")
         && probe::try_namespaces((libc::CLONE_NEWUSER | libc::CLONE_NEWPID) as libc::c_ulong).0;
     let userns_flag = if user_ns_needed && user_ns_available {
@@ -35,7 +35,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
     let cgroup_hierarchy = if k.simulated.contains(&"cgroup") {
         Err(format!("simulated by {}", probe::SIMULATE_ENV))
     } else {
-        super::cgroup::probe().map_err(|e| e.to_string())
+        confine::cgroup::probe().map_err(|e| e.to_string())
     };
     let mountns = !k.simulated.contains(&"mountns")
         && probe::try_namespaces(
@@ -69,7 +69,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             c.note_no_pid_namespace(&if user_ns_needed {
                 format!(
                     "agent-rsh runs without CAP_SYS_ADMIN and {}",
-                    super::userns::blocker(k.simulated.contains(&"userns"))
+                    confine::userns::blocker(k.simulated.contains(&"userns"))
                 )
             } else {
                 "the kernel refuses it".to_string()
@@ -95,7 +95,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             }
             (Some(r), None::<String>)
         }
-        Err(e) => (None, Some(e.clone())),
+        Err(e) => (None, Some(e.to_string())),
     };
     let warnings: Vec<String> = prepared
         .as_ref()
@@ -116,7 +116,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 "mountNamespace": mountns,
                 "cgroup": cgroup_hierarchy.as_ref().ok().map(|m| m.describe()),
                 "cgroupProblem": cgroup_hierarchy.as_ref().err(),
-                "nprocBindsCaller": !super::nproc_exempt(),
+                "nprocBindsCaller": !confine::nproc_exempt(),
                 "networkNamespaceCostUs": netns.then(|| netns_cost.saturating_sub(plain_cost).as_micros() as u64),
             },
             "simulatedMissing": k.simulated,

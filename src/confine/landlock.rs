@@ -7,10 +7,11 @@
 //! cannot be used to map a shell either. `/proc/self` is added in the child
 //! (a rule opened here would name agent-rsh, not the command).
 
+use super::ConfineError;
 use ::landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::fs::MetadataExt;
@@ -81,8 +82,8 @@ pub fn workspace_access(abi: u32) -> u64 {
 pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
 
 /// Builds the rule set for `abi` (> 0). Paths that do not exist are skipped.
-pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
-    let err = |e: &dyn std::fmt::Display| format!("cannot build the Landlock rule set: {e}");
+pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
+    let err = |e: &dyn std::fmt::Display| ConfineError::LandlockRuleset { why: e.to_string() };
     let mut rs = Ruleset::default()
         .handle_access(AccessFs::from_all(TARGET))
         .map_err(|e| err(&e))?;
@@ -97,7 +98,7 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
     }
     let created = rs.create().map_err(|e| err(&e))?;
     let ruleset: Option<OwnedFd> = created.into();
-    let ruleset = ruleset.ok_or_else(|| "Landlock is not available on this kernel".to_string())?;
+    let ruleset = ruleset.ok_or(ConfineError::LandlockUnavailable)?;
     let ruleset_fd = ruleset.as_raw_fd();
     let mut report = LandlockReport {
         enforced: true,
@@ -174,12 +175,8 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
         // The workspace is new for every run: not worth keeping open.
         let once;
         let (fd, is_dir) = if path == workspace {
-            once = open_path(&path).ok_or_else(|| {
-                format!(
-                    "cannot open the workspace {} for its Landlock rule",
-                    path.display()
-                )
-            })?;
+            once = open_path(&path)
+                .ok_or_else(|| ConfineError::LandlockWorkspace { path: path.clone() })?;
             (once.0.as_raw_fd(), true)
         } else {
             match cache.get(&path) {
@@ -191,7 +188,10 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, String> {
         if !is_dir {
             bits &= file_only;
         }
-        add_rule(ruleset_fd, fd, bits).map_err(|e| err(&e))?;
+        if bits != 0 {
+            super::sys::landlock_add_path_rule(ruleset_fd, fd, bits)
+                .map_err(|e| err(&std::io::Error::from_raw_os_error(e)))?;
+        }
         let shown = path.display().to_string();
         match kind {
             X => report.execute.push(shown),
@@ -297,38 +297,6 @@ fn handled_fs(abi: u32) -> u64 {
         r |= AccessFs::ResolveUnix;
     }
     r.bits()
-}
-
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-fn add_rule(ruleset: RawFd, parent: RawFd, access: u64) -> std::io::Result<()> {
-    const LANDLOCK_RULE_PATH_BENEATH: libc::c_ulong = 1;
-    if access == 0 {
-        return Ok(());
-    }
-    let attr = PathBeneathAttr {
-        allowed_access: access,
-        parent_fd: parent,
-    };
-    // SAFETY: the kernel reads the packed attribute from a live stack value.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset,
-            LANDLOCK_RULE_PATH_BENEATH,
-            &attr as *const PathBeneathAttr,
-            0u32,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// The allowlist resolved to canonical programs, with their loaders.

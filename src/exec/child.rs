@@ -1,0 +1,418 @@
+//! The guardian and the command: the two processes a run creates, from
+//! their `clone` to the command's `execve`. Raw system calls only after
+//! `clone`: no allocation, no locks, so a multi-threaded parent cannot
+//! deadlock them.
+
+use super::Stage;
+use crate::confine::{Confinement, errno};
+use std::io;
+use std::os::fd::RawFd;
+
+/// Everything the children need, built before clone.
+pub(super) struct ChildSpec {
+    pub(super) program: *const libc::c_char,
+    pub(super) argv: *const *const libc::c_char,
+    pub(super) envp: *const *const libc::c_char,
+    pub(super) cwd: *const libc::c_char,
+    pub(super) stdin: RawFd,
+    pub(super) stdout: RawFd,
+    pub(super) stderr: RawFd,
+    pub(super) exec_err: RawFd,
+    pub(super) status: RawFd,
+    pub(super) lifeline: RawFd,
+    pub(super) new_pgrp: bool,
+    pub(super) pid_ns: bool,
+    /// Build the mount view (the guardian is cloned with CLONE_NEWNS).
+    pub(super) view: bool,
+    pub(super) mask: libc::sigset_t,
+    /// Open `cgroup.procs` files of the run's cgroup (one per hierarchy:
+    /// v1's memory and pids `tasks`), written by the guardian before
+    /// anything else.
+    pub(super) cgroup: [RawFd; 2],
+    pub(super) cgroup_n: usize,
+    /// Kept open across exec (`Plan::pass_fd`), or -1.
+    pub(super) pass_fd: RawFd,
+}
+
+pub(super) const MSG_PID: u8 = b'P';
+
+/// Signals whose disposition the command gets reset to default.
+const RESET_SIGNALS: [i32; 14] = [
+    libc::SIGPIPE,
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGCHLD,
+    libc::SIGALRM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGXFSZ,
+    libc::SIGXCPU,
+];
+pub(super) const MSG_STATUS: u8 = b'S';
+
+/// Starts the guardian with the most confinement the kernel grants:
+/// PID and mount namespaces (with a user namespace for a caller without
+/// CAP_SYS_ADMIN, and a network namespace when wanted), then without the
+/// network namespace, then without the mount view, then without any
+/// namespace. Each step down is recorded; every guarantee still holds by
+/// another mechanism (seccomp refuses metadata changes and UNIX sockets
+/// without the view; the guardian, a child subreaper, kills the whole tree
+/// without the PID namespace).
+pub(super) fn spawn_guardian(
+    spec: &mut ChildSpec,
+    confinement: &mut Confinement,
+) -> io::Result<i32> {
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: block the signals the guardian will wait for, so none is lost
+    // between clone and its signalfd; restored below in the parent.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &spec.mask, &mut old) };
+    let mut r;
+    let mut first_err = 0;
+    loop {
+        r = try_clone(spec, confinement);
+        if r >= 0 {
+            break;
+        }
+        let e = errno();
+        if first_err == 0 {
+            first_err = e;
+        }
+        let why = format!(
+            "the kernel refused a mount namespace: {}",
+            io::Error::from_raw_os_error(e)
+        );
+        if confinement.give_up_extra_namespaces() {
+            continue;
+        }
+        if spec.view && confinement.give_up_view(&why) {
+            spec.view = false;
+            continue;
+        }
+        if spec.pid_ns {
+            spec.pid_ns = false;
+            continue;
+        }
+        break;
+    }
+    // SAFETY: restore the parent's mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    if r < 0 {
+        return Err(io::Error::from_raw_os_error(first_err));
+    }
+    if !spec.pid_ns && confinement.want_pid_namespace {
+        let simulated =
+            confinement.user_namespace().is_none() && confinement.needs_user_namespace();
+        let why = if crate::confine::probe::kernel().simulated.contains(&"pidns") {
+            format!("simulated by {}", crate::confine::probe::SIMULATE_ENV)
+        } else if confinement.needs_user_namespace() {
+            format!(
+                "agent-rsh runs without CAP_SYS_ADMIN and {}",
+                crate::confine::userns::blocker(simulated)
+            )
+        } else {
+            format!(
+                "the kernel refused it: {}",
+                io::Error::from_raw_os_error(first_err)
+            )
+        };
+        confinement.note_no_pid_namespace(&why);
+    }
+    Ok(r as i32)
+}
+
+fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
+    // The user namespace comes only with the PID namespace it is for; a
+    // network namespace alone (best-effort fallback) is then refused and
+    // given up as on any kernel that refuses it.
+    let user_ns = if spec.pid_ns {
+        confinement.user_namespace()
+    } else {
+        None
+    };
+    if spec.pid_ns && user_ns.is_none() && confinement.needs_user_namespace()
+        || spec.pid_ns && crate::confine::probe::kernel().simulated.contains(&"pidns")
+    {
+        // The simulation seam took user (or PID) namespaces away.
+        // SAFETY: setting errno for the caller to read.
+        unsafe { *libc::__errno_location() = libc::EPERM };
+        return -1;
+    }
+    let mut flags = confinement.extra_clone_flags();
+    if spec.pid_ns {
+        flags |= libc::CLONE_NEWPID as libc::c_ulong;
+    }
+    if spec.view && (spec.pid_ns || user_ns.is_none() && !confinement.needs_user_namespace()) {
+        flags |= libc::CLONE_NEWNS as libc::c_ulong;
+    } else {
+        spec.view = false;
+    }
+    if user_ns.is_some() {
+        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
+    }
+    let r = crate::sys::fork_with(flags);
+    if r == 0 {
+        guardian_main(spec, confinement, user_ns);
+    }
+    r
+}
+
+fn write_msg(fd: RawFd, tag: u8, v: i32) {
+    let v = v.to_ne_bytes();
+    let b = [tag, v[0], v[1], v[2], v[3]];
+    // SAFETY: write from a stack buffer.
+    unsafe { libc::write(fd, b.as_ptr().cast(), b.len()) };
+}
+
+/// Closes every fd above 2 except those in `keep` (sorted ascending).
+fn close_except(keep: &[RawFd]) {
+    let mut from: u32 = 3;
+    for &k in keep {
+        let k = k as u32;
+        if k >= from {
+            if k > from {
+                // SAFETY: close_range has no memory effects.
+                unsafe { libc::syscall(libc::SYS_close_range, from, k - 1, 0) };
+            }
+            from = k + 1;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) };
+}
+
+fn guardian_main(
+    spec: &ChildSpec,
+    confinement: &Confinement,
+    user_ns: Option<&crate::confine::userns::Maps>,
+) -> ! {
+    let fail = |stage: Stage, e: i32| -> ! {
+        let b = e.to_ne_bytes();
+        let msg = [stage as u8, b[0], b[1], b[2], b[3]];
+        // SAFETY: write then _exit, raw calls only.
+        unsafe {
+            libc::write(spec.exec_err, msg.as_ptr().cast(), msg.len());
+            libc::_exit(125);
+        }
+    };
+    // The run's cgroup first, before anything is forked: every process of
+    // the run is born inside it. The fds were opened by agent-rsh, whose
+    // credentials the kernel checks, so this works in a user namespace.
+    if let Err(e) = crate::confine::cgroup::join_raw(&spec.cgroup[..spec.cgroup_n]) {
+        fail(Stage::Cgroup, e);
+    }
+    // SAFETY: raw system calls in a freshly cloned child.
+    unsafe {
+        if spec.pid_ns {
+            // PID 1 of the run's namespace: its death kills the tree.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        } else {
+            // Without a PID namespace the guardian must outlive agent-rsh
+            // long enough to kill the tree: it learns of agent-rsh's death
+            // from the lifeline, not by dying with it, and leaves
+            // agent-rsh's process group so a group kill aimed at agent-rsh
+            // does not take it first.
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            if spec.new_pgrp {
+                libc::setpgid(0, 0);
+            }
+        }
+        if let Some(maps) = user_ns
+            && let Err(e) = maps.map_ids()
+        {
+            fail(Stage::UserNamespace, e);
+        }
+        if spec.view
+            && let Some(view) = confinement.view()
+            && let Err(e) = view.build_in_guardian()
+        {
+            fail(Stage::MountView, e);
+        }
+        if let Some(maps) = user_ns
+            && let Err(e) = maps.lock()
+        {
+            fail(Stage::UserNamespace, e);
+        }
+        let sfd = libc::signalfd(-1, &spec.mask, libc::SFD_CLOEXEC);
+        let h = crate::sys::fork_with(0);
+        if h == 0 {
+            command_main(spec, confinement);
+        }
+        if h < 0 {
+            let e = errno();
+            let b = e.to_ne_bytes();
+            let msg = [Stage::Exec as u8, b[0], b[1], b[2], b[3]];
+            libc::write(spec.exec_err, msg.as_ptr().cast(), msg.len());
+            libc::_exit(125);
+        }
+        let h = h as i32;
+        let mut keep = [sfd, spec.status, spec.lifeline];
+        keep.sort_unstable();
+        close_except(&keep);
+        if !spec.pid_ns {
+            write_msg(spec.status, MSG_PID, h);
+        }
+        // Without a PID namespace: kills H's group, then every process that
+        // is (or becomes, as its parent dies) the guardian's child, until
+        // none is left. The guardian is a child subreaper, so a descendant
+        // that called setsid or double-forked is reparented to it.
+        let kill_tree = || {
+            if spec.new_pgrp {
+                libc::kill(-h, libc::SIGKILL);
+            }
+            let mut buf = [0u8; 4096];
+            loop {
+                let fd = libc::open(
+                    c"/proc/thread-self/children".as_ptr(),
+                    libc::O_RDONLY | libc::O_CLOEXEC,
+                );
+                let mut n = 0;
+                if fd >= 0 {
+                    let r = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                    n = r.max(0) as usize;
+                    libc::close(fd);
+                }
+                let mut pid: i32 = 0;
+                for &c in buf[..n].iter().chain(b" ") {
+                    if c.is_ascii_digit() {
+                        pid = pid.saturating_mul(10).saturating_add((c - b'0') as i32);
+                    } else if pid > 0 {
+                        libc::kill(pid, libc::SIGKILL);
+                        pid = 0;
+                    }
+                }
+                let mut st = 0;
+                if libc::waitpid(-1, &mut st, 0) < 0 && errno() == libc::ECHILD {
+                    break;
+                }
+            }
+        };
+        let forward = |sig: i32| {
+            if spec.pid_ns {
+                libc::kill(-1, sig);
+            } else if spec.new_pgrp {
+                libc::kill(-h, sig);
+            } else {
+                libc::kill(h, sig);
+            }
+        };
+        let finish = |code: i32| -> ! {
+            if !spec.pid_ns {
+                kill_tree();
+            }
+            libc::_exit(code)
+        };
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: sfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: spec.lifeline,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
+                continue;
+            }
+            if fds[1].revents != 0 {
+                // agent-rsh is gone: take the tree down.
+                if spec.pid_ns {
+                    forward(libc::SIGKILL);
+                }
+                finish(1);
+            }
+            if fds[0].revents == 0 {
+                continue;
+            }
+            let mut info: libc::signalfd_siginfo = std::mem::zeroed();
+            let n = libc::read(
+                sfd,
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                std::mem::size_of::<libc::signalfd_siginfo>(),
+            );
+            if n <= 0 {
+                continue;
+            }
+            let sig = info.ssi_signo as i32;
+            if sig != libc::SIGCHLD {
+                forward(sig);
+                continue;
+            }
+            loop {
+                let mut st = 0;
+                let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                if r <= 0 {
+                    break;
+                }
+                if r == h {
+                    write_msg(spec.status, MSG_STATUS, st);
+                    finish(0);
+                }
+            }
+        }
+    }
+}
+
+fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
+    let fail = |stage: Stage, e: i32| -> ! {
+        let b = e.to_ne_bytes();
+        let msg = [stage as u8, b[0], b[1], b[2], b[3]];
+        // SAFETY: write then _exit, raw calls only.
+        unsafe {
+            libc::write(spec.exec_err, msg.as_ptr().cast(), msg.len());
+            libc::_exit(if stage == Stage::Exec && e == libc::ENOENT {
+                127
+            } else {
+                126
+            })
+        }
+    };
+    // SAFETY: raw system calls in a freshly cloned child.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        // execve resets handled signals; only ignored ones survive it.
+        // agent-rsh ignores SIGPIPE (Rust's runtime does), and a caller
+        // such as nohup or a non-interactive `&` may have left others
+        // ignored: the command starts with default dispositions.
+        for sig in RESET_SIGNALS {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        if spec.new_pgrp {
+            libc::setpgid(0, 0);
+        }
+        if (spec.stdin >= 0 && libc::dup2(spec.stdin, 0) < 0)
+            || libc::dup2(spec.stdout, 1) < 0
+            || libc::dup2(spec.stderr, 2) < 0
+        {
+            fail(Stage::Stdio, errno());
+        }
+        if libc::chdir(spec.cwd) != 0 {
+            fail(Stage::Chdir, errno());
+        }
+        if let Err((stage, e)) = confinement.apply_in_child(spec.view) {
+            fail(stage, e);
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        // The compound-command interpreter's job (see `script::interp`).
+        if spec.pass_fd >= 0 {
+            libc::fcntl(spec.pass_fd, libc::F_SETFD, 0);
+        }
+        libc::execve(spec.program, spec.argv, spec.envp);
+        fail(Stage::Exec, errno());
+    }
+}
