@@ -86,11 +86,12 @@ fn main() {
     };
     let engine_run = |command: &str| {
         let req = Request::line(command);
+        let cpu0 = self_cpu() + children_cpu();
         let t = Instant::now();
         let r = engine::execute(&policy, &req, &RunOptions::default(), &mut Null);
         let elapsed = t.elapsed();
         assert_eq!(r.exit_code, Some(0));
-        elapsed
+        (elapsed, (self_cpu() + children_cpu()).saturating_sub(cpu0))
     };
 
     // The baseline of the target: one supervised exec of the same
@@ -122,13 +123,16 @@ fn main() {
     );
     for command in ["true", "echo hello"] {
         let (mut m, mut c, mut e, mut t) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (mut server_cpu, mut timeout_cpu) = (Duration::ZERO, Duration::ZERO);
+        let (mut server_cpu, mut timeout_cpu, mut engine_cpu) =
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         for _ in 0..n {
             let cpu0 = process_cpu(server.id());
             m.push(mcp_call(command));
             server_cpu += process_cpu(server.id()).saturating_sub(cpu0);
             c.push(cli_run(command));
-            e.push(engine_run(command));
+            let (wall, cpu) = engine_run(command);
+            e.push(wall);
+            engine_cpu += cpu;
             let (wall, cpu) = timeout_run(command);
             t.push(wall);
             timeout_cpu += cpu;
@@ -167,9 +171,10 @@ fn main() {
             }
         );
         println!(
-            "{:<12} CPU per call: mcp server (with its guardian and command) {:.0} us, timeout {:.0} us, ratio {:.2}",
+            "{:<12} CPU per call: mcp server (with its guardian and command) {:.0} us, engine {:.0} us, timeout {:.0} us, mcp/timeout {:.2}",
             "",
             us(server_cpu) / n as f64,
+            us(engine_cpu) / n as f64,
             us(timeout_cpu) / n as f64,
             server_cpu.as_secs_f64() / timeout_cpu.as_secs_f64().max(1e-9)
         );
@@ -178,12 +183,21 @@ fn main() {
     let _ = server.wait();
 }
 
+/// CPU time of this process (user + system, every thread).
+fn self_cpu() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
 /// CPU time of this process's reaped children (user + system).
 fn children_cpu() -> Duration {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+fn rusage(who: libc::c_int) -> Duration {
     // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    unsafe { libc::getrusage(who, &mut u) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(u.ru_utime) + tv(u.ru_stime)
 }

@@ -202,12 +202,12 @@ impl Output {
     /// Writes `msg` unless `suppress()` (evaluated under the output lock)
     /// says the request it belongs to was cancelled.
     pub fn send_unless(&self, msg: &Value, suppress: impl FnOnce() -> bool) {
+        let mut line = serde_json::to_vec(msg).expect("JSON values serialize");
+        line.push(b'\n');
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.broken || suppress() {
             return;
         }
-        let mut line = serde_json::to_vec(msg).expect("JSON values serialize");
-        line.push(b'\n');
         if let Err(e) = st.sink.write_all(&line).and_then(|()| st.sink.flush()) {
             eprintln!("agent-rsh mcp: cannot write to stdout ({e}); no further messages are sent");
             st.broken = true;
@@ -226,7 +226,7 @@ impl Output {
     }
 
     pub fn result(&self, id: &Value, result: Value) {
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+        self.send(&result_message(id, result));
     }
 
     pub fn error(&self, id: &Value, err: &RpcError) {
@@ -234,8 +234,13 @@ impl Output {
     }
 }
 
+/// A response; `result` is moved in, not copied.
 pub fn result_message(id: &Value, result: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+    let mut m = Map::new();
+    m.insert("jsonrpc".into(), Value::String("2.0".into()));
+    m.insert("id".into(), id.clone());
+    m.insert("result".into(), result);
+    Value::Object(m)
 }
 
 pub fn error_message(id: &Value, err: &RpcError) -> Value {

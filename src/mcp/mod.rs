@@ -5,10 +5,11 @@
 //! async runtime: the engine is synchronous (one poll loop per run), the
 //! transport is one line per message, and the server must speak both the
 //! handshake revision (2025-11-25) and the stateless one (2026-07-28) with
-//! exact control over negotiation and cancellation. The main thread reads
-//! stdin the whole time, so a `notifications/cancelled` reaches a run while
-//! it is in progress; each tool call runs on its own thread; stdout writes
-//! are serialized by `jsonrpc::Output`.
+//! exact control over negotiation and cancellation. One thread or another
+//! reads stdin the whole time, so a `notifications/cancelled` reaches a run
+//! while it is in progress: the thread that reads a tool call runs it and
+//! hands reading to another; stdout writes are serialized by
+//! `jsonrpc::Output`.
 
 mod jsonrpc;
 mod progress;

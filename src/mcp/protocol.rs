@@ -1,6 +1,6 @@
 //! MCP over the JSON-RPC loop: version negotiation for both eras, method
-//! dispatch, tool calls on their own threads (kept for the next call),
-//! cancellation and shutdown.
+//! dispatch, tool calls run by the thread that read them while another
+//! reads on (threads kept for the next call), cancellation and shutdown.
 //!
 //! Dual-era, as MCP 2026-07-28 describes it: a request whose `_meta`
 //! carries `io.modelcontextprotocol/protocolVersion` is served statelessly
@@ -14,7 +14,7 @@ use super::progress::Progress;
 use super::tools::{self, CallEnv, Context, ToolResult};
 use crate::policy::Policy;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -120,55 +120,111 @@ struct InFlight {
 }
 
 /// Counts calls in progress so shutdown can wait for them, and keeps the
-/// threads that ran them: a thread whose call ended waits for the next one.
-/// A new thread per call was one more task to create per call (besides the
-/// guardian and the command), and a busy machine starts new tasks late.
+/// server's threads. One thread at a time reads stdin (the `Read` task);
+/// the thread that reads a `tools/call` hands reading to another thread
+/// (one waiting, else a new one) and runs the call itself, so a call starts
+/// without waiting for another thread to be scheduled, while stdin is still
+/// read (a `notifications/cancelled` reaches the run) the whole time. A
+/// thread whose call ended waits for the next task. A new thread per call
+/// was one more task to create per call (besides the guardian and the
+/// command), and a busy machine starts new tasks late.
 #[derive(Default)]
 struct Workers {
-    count: Mutex<usize>,
+    calls: Mutex<Calls>,
+    /// Notified when the last call ends while shutdown waits.
     idle: Condvar,
     pool: Mutex<Pool>,
     ready: Condvar,
 }
 
-/// Calls handed to waiting threads and not yet taken.
 #[derive(Default)]
-struct Pool {
-    waiting: usize,
-    jobs: std::collections::VecDeque<Box<dyn FnOnce() + Send>>,
+struct Calls {
+    /// Calls accepted and not answered yet.
+    running: usize,
+    /// Shutdown waits for `running` to reach 0.
+    awaited: bool,
 }
 
-/// Threads kept waiting for calls; more (after a burst) end.
+/// Tasks handed to waiting threads and not yet taken.
+#[derive(Default)]
+struct Pool {
+    /// Threads waiting for a task.
+    waiting: usize,
+    /// Threads whose call is answering, about to wait for a task: a task
+    /// handed over meanwhile waits for one of them rather than for a new
+    /// thread.
+    finishing: usize,
+    tasks: VecDeque<Task>,
+    /// Stdin is closed (or unreadable): no more messages are read.
+    closed: bool,
+}
+
+enum Task {
+    /// Read stdin and serve what it brings, until a call is handed to this
+    /// thread or stdin ends.
+    Read,
+    /// A call of a batch.
+    Call(Job),
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Threads kept waiting for tasks; more (after a burst) end.
 const MAX_WAITING_THREADS: usize = 4;
 
+thread_local! {
+    /// The call the message just read hands to the reading thread.
+    static HANDED: std::cell::Cell<Option<Job>> = const { std::cell::Cell::new(None) };
+}
+
 impl Workers {
-    /// Runs `job` on a waiting thread, or on a new one when none waits.
-    fn execute(self: &Arc<Self>, job: Box<dyn FnOnce() + Send>) {
+    /// Runs `task` on a waiting thread, or on a new one when none waits.
+    fn hand(&self, server: &Arc<Server>, task: Task) {
         let mut pool = lock(&self.pool);
-        if pool.waiting > pool.jobs.len() {
-            pool.jobs.push_back(job);
+        if pool.waiting + pool.finishing > pool.tasks.len() {
+            pool.tasks.push_back(task);
+            // Woken after the unlock, the thread does not block on it.
+            drop(pool);
             self.ready.notify_one();
             return;
         }
         drop(pool);
-        let workers = self.clone();
-        std::thread::spawn(move || {
-            job();
-            loop {
-                let mut pool = lock(&workers.pool);
-                if pool.waiting >= MAX_WAITING_THREADS {
-                    return;
-                }
-                pool.waiting += 1;
-                while pool.jobs.is_empty() {
-                    pool = workers.ready.wait(pool).unwrap_or_else(|p| p.into_inner());
-                }
+        let server = server.clone();
+        std::thread::spawn(move || server.work(Some(task), false));
+    }
+
+    /// The next task of a thread; `None`: the thread ends (the main thread
+    /// ends once stdin is closed and no task is left, to shut down).
+    fn next(&self, answered: bool, main: bool) -> Option<Task> {
+        let mut pool = lock(&self.pool);
+        if answered {
+            pool.finishing -= 1;
+        }
+        if !main && pool.tasks.is_empty() && pool.waiting >= MAX_WAITING_THREADS {
+            return None;
+        }
+        pool.waiting += 1;
+        loop {
+            if let Some(t) = pool.tasks.pop_front() {
                 pool.waiting -= 1;
-                let job = pool.jobs.pop_front().expect("a job is queued");
-                drop(pool);
-                job();
+                return Some(t);
             }
-        });
+            if pool.closed {
+                pool.waiting -= 1;
+                return None;
+            }
+            pool = self.ready.wait(pool).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A call is about to be answered; its thread waits for a task next.
+    fn finishing(&self) {
+        lock(&self.pool).finishing += 1;
+    }
+
+    fn close(&self) {
+        lock(&self.pool).closed = true;
+        self.ready.notify_all();
     }
 }
 
@@ -179,7 +235,13 @@ struct Server {
     workers: Arc<Workers>,
     /// The revision `initialize` negotiated, if any.
     session: Mutex<Option<&'static str>>,
+    /// Cancellation pipes of calls that ended uncancelled (read end,
+    /// write end), for the next calls.
+    pipes: Mutex<Vec<(OwnedFd, OwnedFd)>>,
 }
+
+/// Cancellation pipes kept for reuse.
+const MAX_SPARE_PIPES: usize = 4;
 
 /// Where the response to a request goes: straight out, or into the batch
 /// it came in (sent as one array once every request in it is answered).
@@ -250,37 +312,13 @@ pub fn serve(policy: Policy, workspace: Option<PathBuf>, prefix: String) -> i32 
         inflight: Arc::default(),
         workers: Arc::default(),
         session: Mutex::new(None),
+        pipes: Mutex::default(),
     });
     if let Err(e) = watch_signals(server.clone()) {
         eprintln!("agent-rsh mcp: cannot install signal handlers: {e}");
         return crate::result::code::FAILED;
     }
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    loop {
-        match jsonrpc::read_line(&mut input, MAX_MESSAGE_BYTES) {
-            Ok(Line::Message(line)) => {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                server.handle_line(&line);
-            }
-            Ok(Line::TooLong(n)) => server.out.error(
-                &Value::Null,
-                &RpcError::new(
-                    jsonrpc::INVALID_REQUEST,
-                    format!(
-                        "message of {n} bytes is longer than the limit of {MAX_MESSAGE_BYTES}; it was ignored"
-                    ),
-                ),
-            ),
-            Ok(Line::Eof) => break,
-            Err(e) => {
-                eprintln!("agent-rsh mcp: cannot read stdin: {e}");
-                break;
-            }
-        }
-    }
+    server.work(Some(Task::Read), true);
     server.shutdown();
     0
 }
@@ -298,16 +336,92 @@ fn watch_signals(server: Arc<Server>) -> std::io::Result<()> {
 }
 
 impl Server {
+    /// A thread's life: its first task, then whatever it is handed.
+    fn work(self: &Arc<Self>, first: Option<Task>, main: bool) {
+        let mut task = first;
+        let mut answered = false;
+        loop {
+            let Some(t) = task.take().or_else(|| self.workers.next(answered, main)) else {
+                return;
+            };
+            answered = match t {
+                Task::Read => self.read(),
+                Task::Call(job) => {
+                    job();
+                    true
+                }
+            };
+        }
+    }
+
+    /// Reads stdin until a call is handed to this thread (it then runs the
+    /// call, and returns true once it is answered) or stdin ends.
+    fn read(self: &Arc<Self>) -> bool {
+        loop {
+            let line = jsonrpc::read_line(&mut std::io::stdin().lock(), MAX_MESSAGE_BYTES);
+            match line {
+                Ok(Line::Message(line)) => {
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    self.handle_line(&line);
+                    drop(line);
+                    if let Some(job) = HANDED.take() {
+                        self.workers.hand(self, Task::Read);
+                        job();
+                        return true;
+                    }
+                }
+                Ok(Line::TooLong(n)) => self.out.error(
+                    &Value::Null,
+                    &RpcError::new(
+                        jsonrpc::INVALID_REQUEST,
+                        format!(
+                            "message of {n} bytes is longer than the limit of {MAX_MESSAGE_BYTES}; it was ignored"
+                        ),
+                    ),
+                ),
+                Ok(Line::Eof) => break,
+                Err(e) => {
+                    eprintln!("agent-rsh mcp: cannot read stdin: {e}");
+                    break;
+                }
+            }
+        }
+        // Stop the calls in progress now, whichever thread runs them.
+        self.cancel_all();
+        self.workers.close();
+        false
+    }
+
     /// Cancels every call in progress (nothing more is sent for them) and
     /// waits until their process trees are gone.
     fn shutdown(&self) {
+        self.cancel_all();
+        let mut calls = lock(&self.workers.calls);
+        calls.awaited = true;
+        while calls.running > 0 {
+            calls = self
+                .workers
+                .idle
+                .wait(calls)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A cancellation pipe: an empty one kept from an earlier call (no
+    /// system calls), else a new one.
+    fn cancel_pipe(&self) -> std::io::Result<(OwnedFd, OwnedFd)> {
+        match lock(&self.pipes).pop() {
+            Some(p) => Ok(p),
+            None => crate::sys::pipe(),
+        }
+    }
+
+    fn cancel_all(&self) {
         let ids: Vec<String> = lock(&self.inflight).keys().cloned().collect();
         for id in ids {
             self.cancel(&id);
-        }
-        let mut n = lock(&self.workers.count);
-        while *n > 0 {
-            n = self.workers.idle.wait(n).unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -531,7 +645,7 @@ impl Server {
         let answer = |r: ToolResult| {
             self.respond(
                 reply,
-                jsonrpc::result_message(id, finish(r.to_json(), &era)),
+                jsonrpc::result_message(id, finish(r.into_json(), &era)),
                 || false,
             );
             Ok(())
@@ -570,7 +684,7 @@ impl Server {
             drop(map);
             return answer(ToolResult::refused(tool, busy(name, max)));
         }
-        let (cancel_r, cancel_w) = crate::sys::pipe().map_err(|e| {
+        let (cancel_r, cancel_w) = self.cancel_pipe().map_err(|e| {
             RpcError::new(
                 jsonrpc::INVALID_REQUEST,
                 format!("cannot start the call: {e}"),
@@ -586,13 +700,14 @@ impl Server {
             },
         );
         drop(map);
-        *lock(&self.workers.count) += 1;
+        lock(&self.workers.calls).running += 1;
         let progress =
             token.map(|t| Arc::new(Progress::new(self.out.clone(), t, cancelled.clone())));
         let server = self.clone();
         let id = id.clone();
+        let direct = matches!(reply, Reply::Direct);
         let reply = reply.clone();
-        self.workers.execute(Box::new(move || {
+        let job: Job = Box::new(move || {
             let env = CallEnv {
                 progress,
                 cancel: cancel_r.as_raw_fd(),
@@ -600,15 +715,37 @@ impl Server {
             };
             let result = work(&env);
             drop(env);
-            drop(cancel_r);
             // Free the id first: the client may reuse it once answered.
-            lock(&server.inflight).remove(&key);
-            let msg = jsonrpc::result_message(&id, finish(result.to_json(), &era));
+            let done = lock(&server.inflight).remove(&key);
+            // Out of the map nothing can cancel the call any more: its
+            // pipe is empty unless it was cancelled, and then it is closed.
+            if let Some(f) = done
+                && !f.cancelled.load(Ordering::SeqCst)
+            {
+                let mut spare = lock(&server.pipes);
+                if spare.len() < MAX_SPARE_PIPES {
+                    spare.push((cancel_r, f.cancel_w));
+                }
+            }
+            let msg = jsonrpc::result_message(&id, finish(result.into_json(), &era));
+            server.workers.finishing();
             server.respond(&reply, msg, || cancelled.load(Ordering::SeqCst));
-            let mut n = lock(&server.workers.count);
-            *n -= 1;
-            server.workers.idle.notify_all();
-        }));
+            let mut calls = lock(&server.workers.calls);
+            calls.running -= 1;
+            // Only shutdown waits, for none left (a notification is a
+            // system call, waiter or not).
+            if calls.running == 0 && calls.awaited {
+                server.workers.idle.notify_all();
+            }
+        });
+        if direct {
+            // Run by the thread that read the request, once it has handed
+            // reading on.
+            HANDED.set(Some(job));
+        } else {
+            // The calls of a batch run side by side.
+            self.workers.hand(self, Task::Call(job));
+        }
         Ok(())
     }
 }

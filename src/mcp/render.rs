@@ -130,7 +130,11 @@ pub fn nonce() -> String {
             ^ u128::from(std::process::id());
         b[..8].copy_from_slice(&(t as u64).to_le_bytes());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    let mut hex = String::with_capacity(2 * b.len());
+    for x in b {
+        let _ = write!(hex, "{x:02x}");
+    }
+    hex
 }
 
 #[cfg(test)]

@@ -122,12 +122,16 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "content": [{ "type": "text", "text": self.text }],
-            "structuredContent": self.structured,
-            "isError": self.is_error,
-        })
+    /// The `CallToolResult`; the parts are moved in, not copied.
+    pub fn into_json(self) -> Value {
+        let mut text = Map::new();
+        text.insert("type".into(), Value::String("text".into()));
+        text.insert("text".into(), Value::String(self.text));
+        let mut r = Map::new();
+        r.insert("content".into(), Value::Array(vec![Value::Object(text)]));
+        r.insert("structuredContent".into(), self.structured);
+        r.insert("isError".into(), Value::Bool(self.is_error));
+        Value::Object(r)
     }
 
     /// A call refused before it ran: `text` for the model, the tool's

@@ -161,7 +161,13 @@ fn prepare(ctx: &Context, args: &Map<String, Value>) -> Result<Work, ArgError> {
         let mut sink = ProgressSink::start(call.progress.clone(), policy.output.strip_ansi);
         let r = engine::execute(&policy, &req, &opts, &mut sink);
         sink.finish();
-        let mut text = render_text(&r, &policy.mcp, &nonce());
+        // The boundary's tag is random per call; drawn only when it is shown.
+        let tag = if policy.mcp.wrap_output {
+            nonce()
+        } else {
+            String::new()
+        };
+        let mut text = render_text(&r, &policy.mcp, &tag);
         if r.status == Status::TimedOut
             && let Some(spawn) = &spawn
         {
