@@ -71,7 +71,15 @@ pub fn send(
     if eof {
         write_atomic(&job.path("stdin.closed"), b"")
             .map_err(|e| JobError::io("cannot mark stdin closed", e))?;
-        control(&job, "eof")?;
+        if let Err(e) = control(&job, "eof") {
+            // The command may have read what was just sent and ended
+            // before the end of file reached its supervisor (which then
+            // exits and stops reading its control FIFO): there is no stdin
+            // left to close, and the send did all it was asked.
+            if !ended_within(&job, Duration::from_secs(2)) {
+                return Err(e);
+            }
+        }
     }
     Ok(Sent {
         id: id.to_string(),
@@ -123,6 +131,22 @@ fn write_with_deadline(fd: &OwnedFd, mut data: &[u8], deadline: Instant) -> usiz
         unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
     }
     sent
+}
+
+/// True once the job's supervisor has exited (its lock is released),
+/// waiting for it at most `limit`: the control FIFO and the lock close in
+/// the same exit, not at the same instant.
+fn ended_within(job: &JobDir, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if !job.alive() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Sends one line to the supervisor's control FIFO.

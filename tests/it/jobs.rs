@@ -228,6 +228,22 @@ fn send_feeds_stdin_and_eof_lets_it_finish() {
 }
 
 #[test]
+fn send_with_eof_succeeds_when_the_command_ends_on_what_was_sent() {
+    // The command reads the line and exits at once, so its supervisor may
+    // be gone before the end of file reaches it: the send still did all it
+    // was asked (the race is narrow; repeated to meet it under load).
+    let w = World::new("");
+    for _ in 0..8 {
+        let job = id(&w.spawn("bash -c 'read x; echo got $x'"));
+        let s = w.ok(&["send", &job, "it", "--eof"]);
+        assert_eq!(s["eof"], true, "{s}");
+        let st = w.ok(&["wait", &job, "--timeout", "10000"]);
+        assert_eq!(st["status"], "exited", "{st}");
+        assert_eq!(w.ok(&["output", &job])["content"], "got it\n");
+    }
+}
+
+#[test]
 fn max_concurrent_holds_when_spawns_race() {
     let w = World::new("max_concurrent = 2");
     let m = marker(31);
