@@ -60,7 +60,22 @@ pub fn held(f: &File) -> bool {
 /// continues on a copy of the caller's stack, as after fork(2), and in a
 /// multi-threaded caller may make raw system calls only.
 pub fn fork_with(flags: libc::c_ulong) -> libc::c_long {
-    // SAFETY: clone without a new stack behaves like fork.
+    // Only namespace flags: CLONE_VM, CLONE_SETTLS and the like without a
+    // stack or pointers would be undefined behaviour reachable from here.
+    const NAMESPACES: libc::c_int = libc::CLONE_NEWNS
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWCGROUP;
+    if flags & !(NAMESPACES as libc::c_ulong) != 0 {
+        // SAFETY: setting errno for the caller to read.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
+        return -1;
+    }
+    // SAFETY: clone without a new stack and with namespace flags only
+    // behaves like fork.
     unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -130,6 +145,16 @@ mod tests {
         assert!(try_lock(&excl));
         assert!(!try_lock_shared(&File::open(&path).unwrap()));
         assert!(held_by_another(&File::open(&path).unwrap()));
+    }
+
+    #[test]
+    fn fork_with_refuses_anything_but_namespace_flags() {
+        let r = fork_with(libc::CLONE_VM as libc::c_ulong);
+        assert_eq!(r, -1);
+        assert_eq!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EINVAL)
+        );
     }
 
     #[test]

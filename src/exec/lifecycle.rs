@@ -249,6 +249,15 @@ mod tests {
     }
 
     #[test]
+    fn with_no_grace_both_kills_are_due_at_the_deadline() {
+        let t0 = Instant::now();
+        let mut l = Lifecycle::new(t0, TIMEOUT, Duration::ZERO, true);
+        assert_eq!(l.tick(t0 + TIMEOUT), Some(Kill::Guardian(libc::SIGTERM)));
+        assert_eq!(l.tick(t0 + TIMEOUT), Some(Kill::Tree));
+        assert_eq!(l.tick(t0 + TIMEOUT), None);
+    }
+
+    #[test]
     fn a_child_that_exits_on_sigterm_is_not_killed_again() {
         let (mut l, t0) = life(true);
         l.tick(t0 + TIMEOUT);

@@ -273,7 +273,8 @@ pub fn run(
 
     loop {
         let now = Instant::now();
-        if let Some(k) = life.tick(now) {
+        // Both kills can be due at once (a zero grace period).
+        while let Some(k) = life.tick(now) {
             act(k, child_pid);
         }
         match life.stop(now, out_open || err_open) {
@@ -502,7 +503,7 @@ impl Pump {
                     Stream::Stderr => self.stderr.push(data),
                 }
                 sink.output(stream, data);
-                if (n as usize) < READ_CHUNK {
+                if (n as usize) < spare.len() {
                     return true;
                 }
                 continue;
