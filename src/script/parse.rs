@@ -1707,7 +1707,30 @@ impl<'a, 'r> Parser<'a, 'r> {
             let tok = self.peek()?.clone();
             match tok.kind {
                 TokKind::IoNumber(_) => cmd.redirects.push(self.parse_redirect()?),
-                TokKind::Op(op) if op.is_redirect() => cmd.redirects.push(self.parse_redirect()?),
+                TokKind::Op(op) if op.is_redirect() => {
+                    let redirects_only = cmd.words.is_empty()
+                        && cmd.assignments.is_empty()
+                        && !cmd.redirects.is_empty();
+                    let r = self.parse_redirect()?;
+                    // bash's own quirk: in a command that so far holds only
+                    // redirections, the word after `&>>` is read as an
+                    // assignment when it has that shape, and the grammar
+                    // then refuses it (`>c &>> x=1` is a syntax error in
+                    // bash, `>c &> x=1` and `echo &>> x=1` are not).
+                    if redirects_only
+                        && r.op == RedirOp::AppendErr
+                        && let RedirTarget::Word(w) = &r.target
+                        && assignment_shaped(w)
+                    {
+                        return Err(err(
+                            SYNTAX,
+                            w.offset,
+                            format!("syntax error near unexpected token `{}`", describe_word(w)),
+                            "fix the shell syntax; bash refuses this command too (quote the file name after `&>>`)",
+                        ));
+                    }
+                    cmd.redirects.push(r);
+                }
                 TokKind::Word(w) => {
                     self.next()?;
                     if cmd.words.is_empty() {
@@ -1794,6 +1817,22 @@ impl<'a, 'r> Parser<'a, 'r> {
             },
         }))
     }
+}
+
+/// Whether bash's lexer would read `w` as an assignment word: an
+/// unquoted name, then `=`, `+=` or a subscript.
+fn assignment_shaped(w: &Word) -> bool {
+    let Some(Part::Lit(first)) = w.parts.first() else {
+        return false;
+    };
+    let name_end = first
+        .bytes()
+        .position(|b| !is_name_char(b))
+        .unwrap_or(first.len());
+    let (name, rest) = first.split_at(name_end);
+    !name.is_empty()
+        && is_name_start(name.as_bytes()[0])
+        && (rest.starts_with('=') || rest.starts_with("+=") || rest.starts_with('['))
 }
 
 fn special_param(at: usize, c: u8) -> LexError {

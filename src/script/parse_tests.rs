@@ -256,3 +256,30 @@ fn the_interpreter_job_carries_any_policy() {
         assert_eq!(back.policy.to_toml(), p.to_toml());
     }
 }
+
+#[test]
+fn an_assignment_shaped_word_after_append_both_in_a_redirection_only_command() {
+    // bash refuses these (its lexer reads the target as an assignment
+    // word); found by the script_parse fuzzer's bash differential.
+    for (s, at) in [
+        (">c &>> x=1", 7),
+        ("&>>c&>>ccx=$s", 7),
+        (">c >d &>> x+=1", 10),
+        ("! >c &>> a_b=", 9),
+    ] {
+        assert_eq!(refused(s), ("syntax.error", at), "{s}");
+    }
+    // What bash accepts stays accepted.
+    for s in [
+        ">c &> x=1",
+        "echo &>> x=1",
+        "&>> x=1",
+        "x=2 >c &>> x=1",
+        ">c x=2 &>> y=1",
+        ">c &>> \"x=1\"",
+        ">c &>> 1x=1",
+        ">c &>> =1",
+    ] {
+        r(s);
+    }
+}
