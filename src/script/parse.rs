@@ -877,6 +877,14 @@ impl<'a, 'r> Parser<'a, 'r> {
                                 push_quoted(&mut parts, &(e as char).to_string());
                                 self.pos += 2;
                             }
+                            // bash's parser skips the escaped quote when it
+                            // pairs quotes here: it opens nothing. In a
+                            // pattern it is a literal quote; elsewhere the
+                            // expansion keeps the backslash (`\'`).
+                            Some(b'\'') => {
+                                push_quoted(&mut parts, if trim { "'" } else { "\\'" });
+                                self.pos += 2;
+                            }
                             _ => {
                                 push_quoted(&mut parts, "\\");
                                 self.pos += 1;

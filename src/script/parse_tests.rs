@@ -283,3 +283,13 @@ fn an_assignment_shaped_word_after_append_both_in_a_redirection_only_command() {
         r(s);
     }
 }
+
+#[test]
+fn an_escaped_single_quote_in_a_double_quoted_operand_opens_nothing() {
+    // Found by the script_parse fuzzer's bash differential: bash pairs
+    // single quotes inside "${x:=...}" but skips an escaped one.
+    r("echo \"${x:=\\'}\" 'c'");
+    r("echo \"${x:-a\\'b'c'}\"");
+    r("echo \"${x#\\'}\"");
+    assert_eq!(refused("echo \"${x:=\\\\'}\" c").0, "lex.unterminated");
+}
