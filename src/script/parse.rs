@@ -840,6 +840,15 @@ impl<'a, 'r> Parser<'a, 'r> {
                     "close it with a matching }",
                 ));
             };
+            if matches!(c, b'<' | b'>') && self.byte(i + 1) == Some(b'(') {
+                // bash reads a process substitution here, so a `}` inside
+                // its parentheses does not close the expansion.
+                return Err(unsupported(
+                    self.at(i),
+                    "`<(` or `>(` inside ${...}",
+                    "assign the value to a variable first",
+                ));
+            }
             match c {
                 // The first `}` closes: bash does not pair plain braces
                 // here (`${x:-{a}}` is `{a` then `}`).
