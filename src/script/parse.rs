@@ -619,6 +619,15 @@ impl<'a, 'r> Parser<'a, 'r> {
     fn read_dollar(&mut self, parts: &mut Vec<Part>, quoted: bool) -> Result<(), LexError> {
         let i = self.pos;
         let at = self.at(i);
+        if self.byte(i + 1) == Some(b'\\') && self.byte(i + 2) == Some(b'\n') {
+            // bash joins the lines first: `$\<newline>[` is `$[`, and
+            // `$\<newline>HOME` is `$HOME`.
+            return Err(unsupported(
+                at,
+                "a line continuation right after `$`",
+                "write the expansion on one line",
+            ));
+        }
         match self.byte(i + 1) {
             Some(b'(') if self.byte(i + 2) == Some(b'(') => Err(err(
                 "syntax.arithmetic",

@@ -303,3 +303,12 @@ fn process_substitution_syntax_inside_an_operand_is_refused() {
     r("echo \"${x:=(a}\"");
     r("echo \"${x:-a>b}\"");
 }
+
+#[test]
+fn a_line_continuation_right_after_a_dollar_is_refused() {
+    // bash joins the lines first (`$\<newline>[` is `$[`): found by the
+    // script_parse fuzzer's bash differential.
+    assert_eq!(refused("echo c11$\\\n[ ").0, "syntax.unsupported");
+    assert_eq!(refused("echo \"$\\\nHOME\"").0, "syntax.unsupported");
+    r("echo a\\\nb");
+}
