@@ -849,6 +849,15 @@ impl<'a, 'r> Parser<'a, 'r> {
                     "close it with a matching }",
                 ));
             };
+            if quoted && c == b'$' && matches!(self.byte(i + 1), Some(b'\'' | b'"')) {
+                // bash reads `$'...'` (with its backslash escapes) and
+                // `$"..."` here even inside double quotes.
+                return Err(unsupported(
+                    self.at(i),
+                    "`$'` or `$\"` inside a double-quoted ${...}",
+                    "assign the value to a variable first",
+                ));
+            }
             if matches!(c, b'<' | b'>') && self.byte(i + 1) == Some(b'(') {
                 // bash reads a process substitution here, so a `}` inside
                 // its parentheses does not close the expansion.

@@ -312,3 +312,11 @@ fn a_line_continuation_right_after_a_dollar_is_refused() {
     assert_eq!(refused("echo \"$\\\nHOME\"").0, "syntax.unsupported");
     r("echo a\\\nb");
 }
+
+#[test]
+fn ansi_c_quoting_inside_a_double_quoted_operand_is_refused() {
+    // bash reads `$'...'` there, escapes included: found by the
+    // script_parse fuzzer's bash differential.
+    assert_eq!(refused("echo \"${x:=$'}\"c\\'}\"").0, "syntax.unsupported");
+    r("echo \"${x:=$y}\"");
+}
