@@ -17,6 +17,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/stats.rs"]
+mod stats;
+
 struct Null;
 impl Sink for Null {
     fn output(&mut self, _: Stream, _: &[u8]) {}
@@ -86,18 +89,21 @@ fn main() {
     };
     let engine_run = |command: &str| {
         let req = Request::line(command);
-        let cpu0 = self_cpu() + children_cpu();
+        let cpu0 = stats::self_cpu() + stats::children_cpu();
         let t = Instant::now();
         let r = engine::execute(&policy, &req, &RunOptions::default(), &mut Null);
         let elapsed = t.elapsed();
         assert_eq!(r.exit_code, Some(0));
-        (elapsed, (self_cpu() + children_cpu()).saturating_sub(cpu0))
+        (
+            elapsed,
+            (stats::self_cpu() + stats::children_cpu()).saturating_sub(cpu0),
+        )
     };
 
     // The baseline of the target: one supervised exec of the same
     // command by coreutils' `timeout`.
     let timeout_run = |command: &str| {
-        let before = children_cpu();
+        let before = stats::children_cpu();
         let t = Instant::now();
         let st = Command::new("timeout")
             .arg("10")
@@ -107,7 +113,7 @@ fn main() {
             .expect("run timeout");
         let elapsed = t.elapsed();
         assert!(st.success());
-        (elapsed, children_cpu().saturating_sub(before))
+        (elapsed, stats::children_cpu().saturating_sub(before))
     };
 
     // Warm up once-per-process work on every path.
@@ -181,25 +187,6 @@ fn main() {
     }
     drop(to_server);
     let _ = server.wait();
-}
-
-/// CPU time of this process (user + system, every thread).
-fn self_cpu() -> Duration {
-    rusage(libc::RUSAGE_SELF)
-}
-
-/// CPU time of this process's reaped children (user + system).
-fn children_cpu() -> Duration {
-    rusage(libc::RUSAGE_CHILDREN)
-}
-
-fn rusage(who: libc::c_int) -> Duration {
-    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage with a valid pointer.
-    unsafe { libc::getrusage(who, &mut u) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// CPU time of a process and the children it reaped (/proc/PID/stat

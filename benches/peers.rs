@@ -41,6 +41,8 @@ use std::time::{Duration, Instant};
 
 #[path = "common/minimal.rs"]
 mod minimal;
+#[path = "common/stats.rs"]
+mod stats;
 
 /// The binary under test: this build's, or `AGENT_RSH_BENCH_BIN` to compare
 /// another build in the same conditions.
@@ -148,18 +150,6 @@ impl Table {
             println!("\n- FAILED: {f}");
         }
     }
-}
-
-/// Median and the 25th and 75th percentiles.
-fn quartiles(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        let i = q * (s.len() - 1) as f64;
-        let (lo, hi) = (i.floor() as usize, i.ceil() as usize);
-        s[lo] + (s[hi] - s[lo]) * (i - lo as f64)
-    };
-    (at(0.5), at(0.25), at(0.75))
 }
 
 fn verdict(ok: bool) -> Verdict {
@@ -281,19 +271,14 @@ fn quiet(argv: &[OsString]) -> Command {
 /// Wall time and CPU time (user + system of the process and everything it
 /// reaped) of one run.
 fn timed(argv: &[OsString]) -> (Duration, Duration, std::io::Result<ExitStatus>) {
-    let before = children_cpu();
+    let before = stats::children_cpu();
     let t = Instant::now();
     let st = quiet(argv).status();
-    (t.elapsed(), children_cpu().saturating_sub(before), st)
-}
-
-fn children_cpu() -> Duration {
-    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
+    (
+        t.elapsed(),
+        stats::children_cpu().saturating_sub(before),
+        st,
+    )
 }
 
 fn os(v: &[&str]) -> Vec<OsString> {
@@ -462,8 +447,8 @@ fn overhead(opts: &Options, t: &mut Table) {
         }
     }
     for c in &contenders {
-        let (m, lo, hi) = quartiles(&c.times);
-        let (cpu, ..) = quartiles(&c.cpu);
+        let (m, lo, hi) = stats::quartiles(&c.times);
+        let (cpu, ..) = stats::quartiles(&c.cpu);
         t.row(
             format!("`{}`, wall ms (CPU ms)", c.name),
             format!("{m:.2} ({cpu:.2})"),
@@ -475,7 +460,7 @@ fn overhead(opts: &Options, t: &mut Table) {
     let agent = &contenders[0].times;
     for c in contenders[1..].iter().filter(|c| !c.part) {
         let ratios: Vec<f64> = agent.iter().zip(&c.times).map(|(a, b)| a / b).collect();
-        let (m, lo, hi) = quartiles(&ratios);
+        let (m, lo, hi) = stats::quartiles(&ratios);
         let (target, v) = match c.name {
             "timeout 10 true" => ("≤ 1.30×", verdict(m <= 1.3)),
             n if n.starts_with("bwrap") => ("≤ 0.60×", verdict(m <= 0.6)),
@@ -496,7 +481,7 @@ fn overhead(opts: &Options, t: &mut Table) {
                 .zip(&c.cpu)
                 .map(|(a, b)| a / b.max(1e-3))
                 .collect();
-            let (m, lo, hi) = quartiles(&cpu);
+            let (m, lo, hi) = stats::quartiles(&cpu);
             t.row(
                 format!("agent-rsh ÷ `{}`, CPU time", c.name),
                 format!("{m:.2}×"),
@@ -515,7 +500,7 @@ fn overhead(opts: &Options, t: &mut Table) {
     ) {
         for (what, a, b) in [("wall", &v.times, &m.times), ("CPU time", &v.cpu, &m.cpu)] {
             let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y.max(1e-3)).collect();
-            let (med, lo, hi) = quartiles(&r);
+            let (med, lo, hi) = stats::quartiles(&r);
             let (target, vd) = if what == "wall" {
                 ("≤ 1.20×", verdict(med <= 1.2))
             } else {
@@ -533,7 +518,7 @@ fn overhead(opts: &Options, t: &mut Table) {
     // The parts, as shares of the whole run's wall time.
     for c in contenders.iter().filter(|c| c.part) {
         let ratios: Vec<f64> = c.times.iter().zip(agent).map(|(p, a)| p / a).collect();
-        let (m, lo, hi) = quartiles(&ratios);
+        let (m, lo, hi) = stats::quartiles(&ratios);
         t.row(
             format!("`{}` ÷ agent-rsh run", c.name),
             format!("{m:.2}×"),
@@ -642,7 +627,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
         }
     }
     for (i, (label, judged, _)) in probes.iter().enumerate() {
-        let (m, lo, hi) = quartiles(&us[i]);
+        let (m, lo, hi) = stats::quartiles(&us[i]);
         let (target, v) = match judged {
             true => ("≤ 5 µs", verdict(m <= 5.0)),
             false => ("", Verdict::Info),
@@ -727,7 +712,7 @@ fn streaming(opts: &Options, t: &mut Table) {
         ("agent-rsh run (text)", &txt),
         ("agent-rsh run --json", &jsn),
     ] {
-        let (m, lo, hi) = quartiles(&gibs(v));
+        let (m, lo, hi) = stats::quartiles(&gibs(v));
         t.row(
             format!("{name}, GiB/s"),
             format!("{m:.2}"),
@@ -739,7 +724,7 @@ fn streaming(opts: &Options, t: &mut Table) {
     for (name, v, target) in [("text", &txt, Some(0.8)), ("--json", &jsn, None)] {
         // Throughput ratio = time ratio inverted, per round.
         let r: Vec<f64> = cat.iter().zip(v.iter()).map(|(c, a)| c / a).collect();
-        let (m, lo, hi) = quartiles(&r);
+        let (m, lo, hi) = stats::quartiles(&r);
         let (tg, vd) = match target {
             Some(x) => (format!("≥ {x:.2}×"), verdict(m >= x)),
             None => (String::new(), Verdict::Info),

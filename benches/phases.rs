@@ -35,6 +35,8 @@ use agent_rsh::workspace::Workspace;
 
 #[path = "common/minimal.rs"]
 mod minimal;
+#[path = "common/stats.rs"]
+mod stats;
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -103,26 +105,6 @@ fn one() {
     line("warm");
 }
 
-fn quartiles(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        let i = q * (s.len() - 1) as f64;
-        let (lo, hi) = (i.floor() as usize, i.ceil() as usize);
-        s[lo] + (s[hi] - s[lo]) * (i - lo as f64)
-    };
-    (at(0.5), at(0.25), at(0.75))
-}
-
-fn children_cpu() -> Duration {
-    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // SAFETY: single-threaded at this point; nothing else reads the environment.
@@ -189,7 +171,7 @@ fn main() {
                 continue;
             }
             let argv = &procs[i].1;
-            let before = children_cpu();
+            let before = stats::children_cpu();
             let t = Instant::now();
             let st = Command::new(&argv[0])
                 .args(&argv[1..])
@@ -199,33 +181,33 @@ fn main() {
                 .status()
                 .expect("spawn");
             wall[i].push(t.elapsed().as_secs_f64() * 1e3);
-            cpu[i].push(children_cpu().saturating_sub(before).as_secs_f64() * 1e3);
+            cpu[i].push(stats::children_cpu().saturating_sub(before).as_secs_f64() * 1e3);
             assert!(st.success(), "{:?}: {st}", procs[i].1);
         }
     }
     println!("| phase (in process) | cold µs | warm µs |");
     println!("|---|---:|---:|");
     for (k, name) in PHASES.iter().enumerate() {
-        let (c, clo, chi) = quartiles(&cold[k]);
-        let (w, wlo, whi) = quartiles(&warm[k]);
+        let (c, clo, chi) = stats::quartiles(&cold[k]);
+        let (w, wlo, whi) = stats::quartiles(&warm[k]);
         println!("| {name} | {c:.0} ({clo:.0}–{chi:.0}) | {w:.0} ({wlo:.0}–{whi:.0}) |");
     }
     // The spawn chain: execute less its own warm check, workspace, prepare.
     let chain: Vec<f64> = (0..warm[0].len())
         .map(|i| warm[4][i] - warm[1][i] - warm[2][i] - warm[3][i])
         .collect();
-    let (c, lo, hi) = quartiles(&chain);
+    let (c, lo, hi) = stats::quartiles(&chain);
     println!("| of execute: spawn chain, wait, teardown (warm) | | {c:.0} ({lo:.0}–{hi:.0}) |");
     println!();
     println!("| process | wall ms | CPU ms | ÷ timeout (wall) | ÷ timeout (CPU) |");
     println!("|---|---:|---:|---:|---:|");
     let t_idx = procs.iter().position(|(n, _)| n.contains("timeout"));
     for (i, (name, _)) in procs.iter().enumerate() {
-        let (w, ..) = quartiles(&wall[i]);
-        let (c, ..) = quartiles(&cpu[i]);
+        let (w, ..) = stats::quartiles(&wall[i]);
+        let (c, ..) = stats::quartiles(&cpu[i]);
         let ratio = |a: &[f64], b: &[f64]| {
             let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y.max(1e-3)).collect();
-            quartiles(&r).0
+            stats::quartiles(&r).0
         };
         let (rw, rc) = match t_idx {
             Some(t) => (ratio(&wall[i], &wall[t]), ratio(&cpu[i], &cpu[t])),
@@ -245,8 +227,8 @@ fn main() {
             println!(
                 "\n`agent-rsh --version` ÷ {}: {:.2}× wall, {:.2}× CPU",
                 m.0,
-                quartiles(&r).0,
-                quartiles(&c).0
+                stats::quartiles(&r).0,
+                stats::quartiles(&c).0
             );
         }
     }
