@@ -71,15 +71,7 @@ pub fn send(
     if eof {
         write_atomic(&job.path("stdin.closed"), b"")
             .map_err(|e| JobError::io("cannot mark stdin closed", e))?;
-        if let Err(e) = control(&job, "eof") {
-            // The command may have read what was just sent and ended
-            // before the end of file reached its supervisor (which then
-            // exits and stops reading its control FIFO): there is no stdin
-            // left to close, and the send did all it was asked.
-            if !ended_within(&job, Duration::from_secs(2)) {
-                return Err(e);
-            }
-        }
+        deliver_eof(&job, Duration::from_secs(2))?;
     }
     Ok(Sent {
         id: id.to_string(),
@@ -131,6 +123,18 @@ fn write_with_deadline(fd: &OwnedFd, mut data: &[u8], deadline: Instant) -> usiz
         unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
     }
     sent
+}
+
+/// Tells the supervisor to close the command's stdin. The command may
+/// have read what was just sent and ended before the end of file reached
+/// its supervisor (which then exits and stops reading its control FIFO):
+/// then there is no stdin left to close and nothing failed. Waits at most
+/// `wait` for that exit before calling the supervisor gone.
+fn deliver_eof(job: &JobDir, wait: Duration) -> JobResult<()> {
+    match control(job, "eof") {
+        Err(e) if !ended_within(job, wait) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// True once the job's supervisor has exited (its lock is released),
@@ -225,6 +229,57 @@ fn wait_dir(job: &JobDir, timeout: Option<Duration>) -> JobResult<JobStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::fs::File;
+    use std::io::Read;
+
+    fn job_with_fifo() -> (tempfile::TempDir, JobDir) {
+        let dir = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(
+            &dir.path().join("control"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("lock"), b"").unwrap();
+        let job = JobDir {
+            id: "1".into(),
+            dir: dir.path().to_path_buf(),
+        };
+        (dir, job)
+    }
+
+    #[test]
+    fn eof_reaches_a_reading_supervisor() {
+        let (_d, job) = job_with_fifo();
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(job.path("control"))
+            .unwrap();
+        let lock = File::open(job.path("lock")).unwrap();
+        crate::sys::lock(&lock).unwrap();
+        deliver_eof(&job, Duration::from_millis(50)).unwrap();
+        let mut got = String::new();
+        reader.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "eof\n");
+    }
+
+    #[test]
+    fn eof_after_the_supervisor_ended_is_not_an_error() {
+        // No reader on the control FIFO and nobody holds the lock: the
+        // job ended (on what was just sent) before the end of file came.
+        let (_d, job) = job_with_fifo();
+        deliver_eof(&job, Duration::from_millis(50)).unwrap();
+    }
+
+    #[test]
+    fn eof_to_a_live_job_without_a_reader_says_the_supervisor_is_gone() {
+        let (_d, job) = job_with_fifo();
+        let lock = File::open(job.path("lock")).unwrap();
+        crate::sys::lock(&lock).unwrap();
+        let e = deliver_eof(&job, Duration::from_millis(50)).unwrap_err();
+        assert!(e.to_string().contains("supervisor is gone"), "{e}");
+    }
 
     #[test]
     fn signals() {
