@@ -418,12 +418,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             });
         }
         if (c == b'<' || c == b'>') && self.byte(start + 1) == Some(b'(') {
-            return Err(err(
-                "syntax.process-substitution",
-                at,
-                "process substitution is not supported".into(),
-                "write the inner command's output to a file first, then pass the file",
-            ));
+            return Err(process_substitution(at));
         }
         let rest = &self.src[start..];
         for (text, op) in OPS {
@@ -859,13 +854,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                 ));
             }
             if matches!(c, b'<' | b'>') && self.byte(i + 1) == Some(b'(') {
-                // bash reads a process substitution here, so a `}` inside
-                // its parentheses does not close the expansion.
-                return Err(unsupported(
-                    self.at(i),
-                    "`<(` or `>(` inside ${...}",
-                    "assign the value to a variable first",
-                ));
+                // bash reads a process substitution here too, so a `}`
+                // inside its parentheses does not close the expansion.
+                return Err(process_substitution(self.at(i)));
             }
             match c {
                 // The first `}` closes: bash does not pair plain braces
@@ -1868,6 +1859,15 @@ fn assignment_shaped(w: &Word) -> bool {
     !name.is_empty()
         && is_name_start(name.as_bytes()[0])
         && (rest.starts_with('=') || rest.starts_with("+=") || rest.starts_with('['))
+}
+
+fn process_substitution(at: usize) -> LexError {
+    err(
+        "syntax.process-substitution",
+        at,
+        "process substitution is not supported".into(),
+        "write the inner command's output to a file first, then pass the file",
+    )
 }
 
 fn special_param(at: usize, c: u8) -> LexError {

@@ -298,8 +298,11 @@ fn an_escaped_single_quote_in_a_double_quoted_operand_opens_nothing() {
 fn process_substitution_syntax_inside_an_operand_is_refused() {
     // bash reads `>(` here as a process substitution whose `)` it then
     // waits for: found by the script_parse fuzzer's bash differential.
-    assert_eq!(refused("echo \"${x:=>(a}\"").0, "syntax.unsupported");
-    assert_eq!(refused("echo ${x:-<(a}").0, "syntax.unsupported");
+    assert_eq!(
+        refused("echo \"${x:=>(a}\""),
+        ("syntax.process-substitution", 11)
+    );
+    assert_eq!(refused("echo ${x:-<(a}").0, "syntax.process-substitution");
     r("echo \"${x:=(a}\"");
     r("echo \"${x:-a>b}\"");
 }
