@@ -33,6 +33,9 @@ struct Bash {
 }
 
 impl Bash {
+    // Records end in a NUL byte: `declare -f` prints `$'...'` words
+    // decoded, so any other byte can appear inside a body, but no bash
+    // string can hold a NUL.
     fn start() -> Bash {
         let dir = std::env::temp_dir().join(format!("agent-rsh-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -56,7 +59,7 @@ impl Bash {
         std::thread::spawn(move || {
             loop {
                 let mut rec = Vec::new();
-                match out.read_until(1, &mut rec) {
+                match out.read_until(0, &mut rec) {
                     Ok(0) | Err(_) => return,
                     Ok(_) => {
                         if tx.send(rec).is_err() {
@@ -79,7 +82,7 @@ impl Bash {
         let sent = self
             .stdin
             .write_all(
-                format!("unset -f f\nf() {{\n{body}\n}}\ndeclare -f f; printf '\\1'\n").as_bytes(),
+                format!("unset -f f\nf() {{\n{body}\n}}\ndeclare -f f; printf '\\0'\n").as_bytes(),
             )
             .and_then(|()| self.stdin.flush());
         assert!(sent.is_ok(), "bash exited before reading {body:?}");

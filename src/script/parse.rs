@@ -1402,6 +1402,16 @@ impl<'a, 'r> Parser<'a, 'r> {
             TokKind::Op(op) if op.is_redirect() => Command::Simple(self.parse_simple()?),
             _ => return Err(self.unexpected()),
         };
+        // bash takes a reserved word as one only where a command may start:
+        // right after `fi`, `}` or `done` it may close an enclosing block,
+        // but after the block's redirections (`fi > f fi`) it is a plain
+        // word, and no plain word may follow a compound command.
+        if !matches!(cmd, Command::Simple(_))
+            && !cmd.redirects().is_empty()
+            && matches!(self.peek()?.kind, TokKind::Word(_))
+        {
+            return Err(self.unexpected());
+        }
         self.leave();
         Ok(cmd)
     }

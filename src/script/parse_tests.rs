@@ -37,6 +37,10 @@ fn lists_and_pipelines() {
         ("echo }", "echo }"),
         ("echo {a,b} {} x{", "echo {a,b} {} x{"),
         ("a\\\nb", "ab"),
+        (
+            "if a; then if b; then c; fi fi",
+            "if a; then if b; then c; fi; fi",
+        ),
     ];
     for (i, want) in table {
         assert_eq!(r(i), *want, "input {i:?}");
@@ -189,6 +193,10 @@ fn refusals() {
         ("fi", "syntax.error", 0),
         ("]]", "syntax.error", 0),
         ("ls; in", "syntax.error", 4),
+        // A reserved word after a block's redirections is a plain word.
+        ("if a; then if b; then c; fi > f fi", "syntax.error", 32),
+        ("{ { a; } > f }", "syntax.error", 13),
+        ("while a; do { b; } 2>&1 done", "syntax.error", 24),
         ("echo 'a", "lex.unterminated", 5),
         ("echo \"a", "lex.unterminated", 5),
         ("echo $(ls", "lex.unterminated", 5),
