@@ -788,6 +788,56 @@ fn refusals_give_hints_a_model_can_act_on() {
 }
 
 #[test]
+fn compound_refusals_teach_the_here_document_and_list_programs_inline() {
+    let p = policy("[commands]\nallow = [\"ls\", \"cat\", \"echo\"]\n");
+    let run = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(cmd)
+            .assert()
+            .code(126);
+        json(&out.get_output().stdout)
+    };
+    // A redirection outside the workspace, static and after expansion:
+    // the hint says how to write a file where writing is allowed.
+    for cmd in ["echo hi > /etc/notes.txt", "f=/etc/notes.txt; echo hi > $f"] {
+        let r = run(cmd);
+        assert_eq!(r["denial"]["rule"], "redirect.outside", "{r}");
+        let h = r["denial"]["hint"].as_str().unwrap();
+        assert!(
+            h.contains("a relative path")
+                && h.contains("`cat <<'EOF' > FILE`, then the file's lines, then a line `EOF`"),
+            "{h}"
+        );
+    }
+    // What the hint teaches runs.
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg("cat <<'EOF' > notes.txt\n$x `y`\nEOF\ncat notes.txt")
+        .assert()
+        .success()
+        .stdout("$x `y`\n");
+    // A long allowlist: the nearest programs, and nothing the caller
+    // cannot run itself.
+    let mut names: Vec<String> = (0..60).map(|i| format!("\"tool{i:02}\"")).collect();
+    names.extend(["\"python3\"", "\"pytest\""].map(String::from));
+    let long = policy(&format!("[commands]\nallow = [{}]\n", names.join(", ")));
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&long.path)
+        .arg("python -V")
+        .assert()
+        .code(126);
+    let d = json(&out.get_output().stdout)["denial"].clone();
+    let h = d["hint"].as_str().unwrap();
+    assert!(h.contains("nearest allowed: python3, pytest"), "{h}");
+    assert!(h.ends_with("(62 in all)"), "{h}");
+    assert!(!h.contains("policy show"), "{h}");
+}
+
+#[test]
 fn without_network_tools_are_offline_and_a_failed_lookup_says_why() {
     let p = policy("[commands]\nallow = [\"env\", \"git\"]\n");
     let out = agent()
