@@ -363,6 +363,22 @@ pub struct Confinement {
     report: Report,
 }
 
+/// Whether the kernel will let a script's interpreter execute: it is one
+/// of the allowed programs (compared as the canonical files Landlock
+/// grants, so `/usr/bin/python3` matches the `python3.11` it links to) or
+/// lies under `scopes.exec`.
+fn interpreter_executes(
+    interp: &std::path::Path,
+    allowed: &landlock::Programs,
+    exec: &[std::path::PathBuf],
+) -> bool {
+    let real = std::fs::canonicalize(interp).unwrap_or_else(|_| interp.to_path_buf());
+    allowed.programs.contains(&real)
+        || exec
+            .iter()
+            .any(|e| interp.starts_with(e) || real.starts_with(e))
+}
+
 /// Fails closed under "required", records a warning under "best-effort".
 fn missing(
     mode: ConfinementMode,
@@ -471,7 +487,7 @@ impl Confinement {
             landlock = Some(built.fd);
             landlock_report = built.report;
             if let Some(interp) = landlock::script_interpreter(program)
-                && !policy.scopes.exec.iter().any(|e| interp.starts_with(e))
+                && !interpreter_executes(&interp, &allowed, &policy.scopes.exec)
             {
                 warnings.push(format!(
                     "{} is a script run by {}, which this policy does not allow to execute; the kernel will refuse it (add {} to scopes.exec to allow that interpreter for the whole run)",

@@ -985,3 +985,59 @@ fn a_repository_workspace_stays_clean_and_git_takes_its_identity_from_the_policy
     );
     assert_eq!(git(&["status", "--porcelain", "--ignored"]), "");
 }
+
+#[test]
+fn a_script_warns_only_when_its_interpreter_cannot_execute() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::unavailable(
+            "a_script_warns_only_when_its_interpreter_cannot_execute",
+            "needs /usr/bin/python3",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hello");
+    std::fs::write(
+        &script,
+        "#!/usr/bin/python3\nprint('hello from a script')\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = script.canonicalize().unwrap();
+    let body = |allow: &str| {
+        format!(
+            "[commands]\nallow = [{allow}{:?}]\n[scopes]\nread = [\"/usr\", \"/lib\", \"/lib64\", \"/etc\", {:?}]\n",
+            script.display().to_string(),
+            dir.path().canonicalize().unwrap().display().to_string()
+        )
+    };
+    let run = |p: &TestPolicy| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(&script)
+            .output()
+            .unwrap();
+        json(&out.stdout)
+    };
+    let is_warning = |w: &Value| w.as_str().unwrap().contains("is a script run by");
+    // The interpreter is allowed: the script runs, and nothing says it will not.
+    let p = policy(&body("\"python3\", "));
+    let r = run(&p);
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["stdout"], "hello from a script\n", "{r}");
+    assert!(
+        !r["warnings"].as_array().unwrap().iter().any(is_warning),
+        "{r}"
+    );
+    // It is not: the warning names the interpreter, and the kernel refuses.
+    let p = policy(&body(""));
+    let r = run(&p);
+    assert_ne!(r["exitCode"], 0, "{r}");
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter()
+            .any(|w| is_warning(w) && w.as_str().unwrap().contains("/usr/bin/python3")),
+        "{r}"
+    );
+}
