@@ -336,8 +336,12 @@ fn network_off_warning(policy: &Policy, r: &RunResult) -> Option<String> {
     let seen = NETWORK_FAILURES
         .iter()
         .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?;
+    let level = match policy.network {
+        crate::policy::Network::Loopback => "network = \"loopback\": 127.0.0.1 and ::1 only",
+        _ => "network = \"none\"",
+    };
     Some(format!(
-        "network is off by the policy (network = \"none\"): the command could not reach the network \
+        "network is off by the policy ({level}): the command could not reach the network \
          ({seen:?}); retrying will not help. Work offline (npm_config_offline, PIP_NO_INDEX, \
          CARGO_NET_OFFLINE and GIT_ALLOW_PROTOCOL=file are set for that), or ask for a policy \
          that allows the network"
