@@ -17,6 +17,7 @@ pub mod cgroup;
 mod error;
 pub mod landlock;
 pub mod probe;
+mod refusal;
 pub mod seccomp;
 mod sys;
 pub mod userns;
@@ -26,6 +27,7 @@ use self::landlock::LandlockReport;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{ConfinementMode, Network, Policy};
 pub use error::ConfineError;
+pub use refusal::{inet_socket_refused, refusal_hint};
 use seccompiler::sock_filter;
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -1053,51 +1055,6 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
         }
     }
     Ok(())
-}
-
-/// A warning for a run that failed the way a kernel refusal looks, naming
-/// the layer that most likely refused; None when the run does not look so.
-pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Option<String> {
-    if exit_code == Some(0) {
-        return None;
-    }
-    let eacces = stderr.contains("Permission denied");
-    let enoent = stderr.contains("No such file or directory");
-    let eperm = stderr.contains("Operation not permitted");
-    let net = stderr.contains("Network is unreachable")
-        || stderr.contains("Address family not supported")
-        || stderr.contains("Cannot assign requested address");
-    let mut hints = Vec::new();
-    if eacces && report.landlock.enforced {
-        hints.push(format!(
-            "\"Permission denied\" inside the run is most likely Landlock: only the allowlisted programs and scopes.exec may be executed, files may be read only under the read scopes, the workspace and those programs, and written only in the workspace, the write scopes and /dev/null{} (widen scopes.read, scopes.write or scopes.exec in the policy if the command really needs more)",
-            if report.landlock.restricts.contains(&"tcp-bind-connect") {
-                "; TCP bind and connect are refused (network = \"none\")"
-            } else {
-                ""
-            }
-        ));
-    }
-    if enoent && report.mount_view {
-        hints.push(
-            "\"No such file or directory\" may be the run's private mount view: only the read, write and exec scopes, the workspace and the allowed programs exist inside it (and Landlock refuses what the view shows beyond the scopes); widen scopes.read or scopes.write in the policy if the command really needs a path outside them".to_string(),
-        );
-    }
-    if eperm && report.seccomp.enforced {
-        hints.push(format!(
-            "\"Operation not permitted\" inside the run is most likely the seccomp filter (refused: {}; sockets: {} only) or dropped capabilities",
-            report.seccomp.denied.join("; "),
-            report.seccomp.socket_families.join(", ")
-        ));
-    }
-    if net && (report.network_namespace || report.seccomp.enforced) {
-        hints.push(match report.network {
-            Network::Loopback => "the run reaches only 127.0.0.1 and ::1 (network = \"loopback\" in the policy): its network namespace has no interface but loopback".to_string(),
-            Network::Allow => "the host's network did not answer (network = \"allow\")".to_string(),
-            Network::None => "the run has no network (network = \"none\" in the policy): no interfaces, only UNIX sockets".to_string(),
-        });
-    }
-    (!hints.is_empty()).then(|| hints.join("; "))
 }
 
 fn family_names(v: seccomp::Variant) -> Vec<&'static str> {

@@ -1041,3 +1041,66 @@ fn a_script_warns_only_when_its_interpreter_cannot_execute() {
         "{r}"
     );
 }
+
+#[test]
+fn kernel_refusal_warnings_name_the_path_or_program() {
+    let p = policy("[commands]\nallow = [\"bash\", \"cat\", \"python3\"]\n");
+    let warnings = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(cmd)
+            .output()
+            .unwrap();
+        let r = json(&out.stdout);
+        assert_ne!(r["exitCode"], 0, "{r}");
+        let w: Vec<String> = r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect();
+        (w, r)
+    };
+    // A program the kernel refuses to execute: the shell names it.
+    let (w, r) = warnings("cat <<'EOF' > s.sh\nid\nEOF\nbash s.sh");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("\"Permission denied\" for /usr/bin/id")
+                && w.contains("allow `id` in commands.allow")),
+        "{r}"
+    );
+    // A relative file that is not there is not the kernel's doing.
+    let (w, r) = warnings("cat missing.txt");
+    assert!(w.is_empty(), "{r}");
+    if !common::on_path("python3") {
+        common::unavailable(
+            "kernel_refusal_warnings_name_the_path_or_program",
+            "needs python3",
+        );
+        return;
+    }
+    // A directory Landlock does not let it read, as Python names it.
+    let (w, r) =
+        warnings("cat <<'EOF' > t.py\nimport os\nos.listdir('/usr/bin')\nEOF\npython3 t.py");
+    assert!(
+        w.iter().any(
+            |w| w.contains("\"Permission denied\" for /usr/bin inside the run")
+                && w.contains("add /usr/bin to scopes.read")
+        ),
+        "{r}"
+    );
+    // An inet socket with network = "none": the network is off, not a
+    // mysterious EPERM.
+    let (w, r) = warnings("cat <<'EOF' > t.py\nimport socket\nsocket.socket()\nEOF\npython3 t.py");
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("network is off by the policy (network = \"none\")")),
+        "{r}"
+    );
+    assert!(
+        !w.iter()
+            .any(|w| w.contains("most likely the seccomp filter")),
+        "{r}"
+    );
+}
