@@ -1073,7 +1073,7 @@ fn kernel_refusal_warnings_name_the_path_or_program() {
     // A relative file that is not there is not the kernel's doing.
     let (w, r) = warnings("cat missing.txt");
     assert!(w.is_empty(), "{r}");
-    if !common::on_path("python3") {
+    if !common::system_python3() {
         common::unavailable(
             "kernel_refusal_warnings_name_the_path_or_program",
             "needs python3",
