@@ -1081,12 +1081,11 @@ fn kernel_refusal_warnings_name_the_path_or_program() {
         return;
     }
     // A directory Landlock does not let it read, as Python names it.
-    let (w, r) =
-        warnings("cat <<'EOF' > t.py\nimport os\nos.listdir('/usr/bin')\nEOF\npython3 t.py");
+    let (w, r) = warnings("cat <<'EOF' > t.py\nimport os\nos.listdir('/etc')\nEOF\npython3 t.py");
     assert!(
         w.iter().any(
-            |w| w.contains("\"Permission denied\" for /usr/bin inside the run")
-                && w.contains("add /usr/bin to scopes.read")
+            |w| w.contains("\"Permission denied\" for /etc inside the run")
+                && w.contains("add /etc to scopes.read")
         ),
         "{r}"
     );
@@ -1103,4 +1102,26 @@ fn kernel_refusal_warnings_name_the_path_or_program() {
             .any(|w| w.contains("most likely the seccomp filter")),
         "{r}"
     );
+}
+
+#[test]
+fn the_allowed_programs_directories_list_but_their_other_files_stay_unreadable() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::unavailable(
+            "the_allowed_programs_directories_list_but_their_other_files_stay_unreadable",
+            "needs /usr/bin/python3",
+        );
+        return;
+    }
+    // What `pip list` does with /usr/bin (a script's directory is on
+    // sys.path), and what it must not gain: reading another program.
+    let p = policy("[commands]\nallow = [\"python3\", \"cat\"]\n");
+    let script = "import os\nprint('python3' in os.listdir('/usr/bin'))\ntry:\n    open('/usr/bin/id', 'rb')\nexcept PermissionError as e:\n    print('refused', e.filename)\n";
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg(format!("cat <<'EOF' > t.py\n{script}EOF\npython3 t.py"))
+        .assert()
+        .success()
+        .stdout("True\nrefused /usr/bin/id\n");
 }
