@@ -12,6 +12,11 @@ use super::glob::{self, Pattern};
 
 /// At most this many words from one brace expansion.
 pub const MAX_BRACE_WORDS: usize = 100_000;
+/// At most this many characters in all the words one brace expansion
+/// builds, its intermediate lists included: the word count alone does not
+/// bound memory, since each of the 100,000 words may be long. 2 Mi is what
+/// execve takes for a whole command line (ARG_MAX); `{1..100000}` fits.
+pub const MAX_BRACE_CHARS: usize = 1 << 21;
 
 /// Why an expansion stopped the script.
 #[derive(Debug, Clone)]
@@ -110,7 +115,8 @@ pub fn braces(w: &Word) -> Result<Vec<Word>, String> {
     }
     let us = units(w);
     let mut out = Vec::new();
-    brace_expand(&us, &mut out, 0)?;
+    let mut budget = MAX_BRACE_CHARS;
+    brace_expand(&us, &mut out, 0, &mut budget)?;
     Ok(out.iter().map(|u| from_units(w.offset, w.end, u)).collect())
 }
 
@@ -122,6 +128,7 @@ fn brace_expand<'a>(
     us: &[Unit<'a>],
     out: &mut Vec<Vec<Unit<'a>>>,
     depth: usize,
+    budget: &mut usize,
 ) -> Result<(), String> {
     if depth > 64 {
         return Err("brace expansion nested too deeply".into());
@@ -172,15 +179,16 @@ fn brace_expand<'a>(
             continue;
         };
         let mut posts = Vec::new();
-        brace_expand(post, &mut posts, depth + 1)?;
+        brace_expand(post, &mut posts, depth + 1, budget)?;
         for alt in alts {
             let mut expanded = Vec::new();
-            brace_expand(&alt, &mut expanded, depth + 1)?;
+            brace_expand(&alt, &mut expanded, depth + 1, budget)?;
             for a in &expanded {
                 for p in &posts {
                     let mut w = pre.to_vec();
                     w.extend_from_slice(a);
                     w.extend_from_slice(p);
+                    spend(budget, w.len())?;
                     out.push(w);
                     if out.len() > MAX_BRACE_WORDS {
                         return Err(format!(
@@ -192,7 +200,15 @@ fn brace_expand<'a>(
         }
         return Ok(());
     }
+    spend(budget, us.len())?;
     out.push(us.to_vec());
+    Ok(())
+}
+
+fn spend(budget: &mut usize, chars: usize) -> Result<(), String> {
+    *budget = budget
+        .checked_sub(chars)
+        .ok_or_else(|| format!("brace expansion makes more than {MAX_BRACE_CHARS} characters"))?;
     Ok(())
 }
 
@@ -844,5 +860,26 @@ mod tests {
             panic!()
         };
         assert!(fields(&c.words[1], &mut sh()).is_err());
+    }
+
+    #[test]
+    fn long_brace_words_are_bounded_by_size_not_only_count() {
+        // 10^4 words of over 1,000 characters each: under the word limit,
+        // over the size limit.
+        let long = "x".repeat(1000);
+        let src = format!(
+            "echo {{a,b,c,d,e,f,g,h,i,j}}{{a,b,c,d,e,f,g,h,i,j}}{{a,b,c,d,e,f,g,h,i,j}}{{a,b,c,d,e,f,g,h,i,j}}{long}"
+        );
+        let s = super::super::parse(&src, 1 << 20).unwrap();
+        let Command::Simple(c) = &s.body[0].first.stages[0].command else {
+            panic!()
+        };
+        let e = braces(&c.words[1]).unwrap_err();
+        assert!(e.contains("characters"), "{e}");
+        let ok = super::super::parse("echo {a,b}{c,d}x", 100).unwrap();
+        let Command::Simple(c) = &ok.body[0].first.stages[0].command else {
+            panic!()
+        };
+        assert_eq!(braces(&c.words[1]).unwrap().len(), 4);
     }
 }
