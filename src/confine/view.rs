@@ -39,6 +39,13 @@ const STAGING: &str = "/tmp";
 /// Most binds a view may have (the guardian keeps their fds on its stack).
 pub const MAX_BINDS: usize = 192;
 
+/// `build`'s error for a bind whose source was unlinked since it was opened
+/// (not an errno: negative).
+const UNLINKED: i32 = -libc::ENOENT;
+
+/// How often the view is built again after a source was replaced.
+const REBUILD_TRIES: u32 = 16;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Kind {
     /// Read scopes, program directories, exec scopes.
@@ -400,14 +407,32 @@ impl View {
     /// system calls only; returns the errno of the first failure.
     pub fn build_in_guardian(&self) -> Result<(), i32> {
         let mut fds = [-1i32; MAX_BINDS];
-        let r = self.build(&mut fds);
-        for fd in fds.iter().take(self.sources.len()) {
-            if *fd >= 0 {
-                // SAFETY: closing fds this function opened.
-                unsafe { libc::close(*fd) };
+        let mut tries = 0;
+        loop {
+            let r = self.build(&mut fds);
+            for fd in fds.iter_mut().take(self.sources.len()) {
+                if *fd >= 0 {
+                    // SAFETY: closing fds this function opened.
+                    unsafe { libc::close(*fd) };
+                    *fd = -1;
+                }
+            }
+            match r {
+                // A source replaced by a rename after it was opened
+                // (useradd writes /etc/passwd so) is an unlinked dentry,
+                // which the kernel will not mount. The staging tmpfs, which
+                // hides the sources under it, goes, and the view is built
+                // again from the paths.
+                Err(UNLINKED) if tries < REBUILD_TRIES => {
+                    tries += 1;
+                    // SAFETY: unmounting the staging tmpfs this function
+                    // mounted (only mounted when a bind can fail).
+                    unsafe { libc::umount2(self.staging.as_ptr(), libc::MNT_DETACH) };
+                }
+                Err(UNLINKED) => return Err(libc::ENOENT),
+                r => return r,
             }
         }
-        r
     }
 
     fn build(&self, fds: &mut [i32; MAX_BINDS]) -> Result<(), i32> {
@@ -478,7 +503,8 @@ impl View {
                             libc::AT_FDCWD,
                             dest.as_ptr(),
                             MOVE_MOUNT_F_EMPTY_PATH,
-                        ))?;
+                        ))
+                        .map_err(|e| if e == libc::ENOENT { UNLINKED } else { e })?;
                     }
                     Step::WorkspaceTmpfs { dest, options } => {
                         check(libc::mount(

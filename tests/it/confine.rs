@@ -623,3 +623,45 @@ fn network_loopback_reaches_127_0_0_1_inside_the_run_and_nothing_else() {
         "{r}"
     );
 }
+
+#[test]
+fn a_scope_file_replaced_while_the_view_is_built_keeps_the_view() {
+    // useradd replaces /etc/passwd by a rename; a run whose view was being
+    // built at that moment found the file it had opened unlinked and lost
+    // its whole mount view. Here a read-scope file is replaced without
+    // pause while runs start.
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let file = dir.join("f");
+    std::fs::write(&file, "hi\n").unwrap();
+    chmod(&dir, 0o755);
+    let p = policy_allowing(
+        "[commands]\nallow = [\"cat\"]",
+        "",
+        &format!("[scopes]\nread = [{:?}]", file.display().to_string()),
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let tmp = dir.join("f.new");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(&tmp, "hi\n").unwrap();
+                std::fs::rename(&tmp, &file).unwrap();
+            }
+        });
+        let mut lost = Vec::new();
+        for _ in 0..150 {
+            let r = run_in(&p, None, &format!("cat {}", file.display()));
+            if r["confinement"]["mountView"] != true {
+                lost.push(r["warnings"].to_string());
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            lost.is_empty(),
+            "{} of 150 runs lost the view: {:?}",
+            lost.len(),
+            lost.first()
+        );
+    });
+}
