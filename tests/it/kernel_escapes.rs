@@ -152,6 +152,35 @@ t("unix-socket-outside", sock)
 open("mine", "w").write("x")
 t("control-chmod-inside", lambda: os.chmod("mine", 0o600))
 t("chmod-setuid-inside", lambda: os.chmod("mine", 0o4755))
+# The setuid and setgid bits at creation, in the workspace.
+import stat, ctypes
+def create(name, flags, mode):
+    os.close(os.open(name, flags, mode))
+W = os.O_CREAT | os.O_WRONLY
+t("open-setuid-inside", lambda: create("suid-open", W, 0o6755))
+t("open-setgid-inside", lambda: create("sgid-open", W, 0o2755))
+t("tmpfile-setuid-inside", lambda: create(".", os.O_TMPFILE | os.O_WRONLY, 0o4755))
+t("mknod-setuid-inside", lambda: os.mknod("suid-mknod", stat.S_IFREG | 0o4755))
+libc = ctypes.CDLL(None, use_errno=True)
+def check(r):
+    if r < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return r
+t("creat-setuid-inside", lambda: os.close(check(libc.creat(b"suid-creat", 0o4755))))
+t("mknodat-setgid-inside", lambda: check(libc.mknodat(-100, b"sgid-mknodat", stat.S_IFREG | 0o2755, 0)))
+def openat2():
+    how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0)
+    os.close(check(libc.syscall(437, -100, b"mine", ctypes.byref(how), 24)))
+t("openat2", openat2)
+# Controls: a plain creation; a mode register carrying the bits without
+# O_CREAT (noise the kernel ignores); the C library and a child program
+# still open files afterwards.
+t("control-open-plain", lambda: create("plain", W, 0o755))
+t("control-mode-noise", lambda: os.close(check(libc.syscall(257, -100, b"plain", os.O_RDONLY, 0o6755))))
+t("control-cat-after", lambda: subprocess.run(["cat", "plain"], check=True) and None)
+for f in os.listdir("."):
+    if os.lstat(f).st_mode & 0o6000:
+        print("setid-file", f, oct(os.lstat(f).st_mode))
 "#
     )
 }
@@ -199,6 +228,43 @@ fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
         Some(if with_view { "ok" } else { "EPERM" }),
         "{ctx}"
     );
+    for control in [
+        "control-open-plain",
+        "control-mode-noise",
+        "control-cat-after",
+    ] {
+        assert_eq!(
+            v.get(control).map(String::as_str),
+            Some("ok"),
+            "{control}: {ctx}"
+        );
+    }
+    // openat2 keeps its mode where the filter cannot read it: ENOSYS, so
+    // the C library falls back to openat.
+    assert_eq!(
+        v.get("openat2").map(String::as_str),
+        Some("ENOSYS"),
+        "{ctx}"
+    );
+    assert!(
+        !v.contains_key("setid-file"),
+        "no setuid/setgid file: {ctx}"
+    );
+    // The seccomp filter refuses these before any file system sees them.
+    for name in [
+        "open-setuid-inside",
+        "open-setgid-inside",
+        "tmpfile-setuid-inside",
+        "mknod-setuid-inside",
+        "creat-setuid-inside",
+        "mknodat-setgid-inside",
+    ] {
+        assert_eq!(
+            v.get(name).map(String::as_str),
+            Some("EPERM"),
+            "{name}: {ctx}"
+        );
+    }
     for name in [
         "chmod-setuid-outside",
         "chmod-outside",
