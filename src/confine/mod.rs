@@ -762,7 +762,7 @@ impl Confinement {
             (true, false) => "pid namespace".into(),
             (true, true) => "pid namespace + the run's cgroup, emptied at the end".into(),
             (false, true) => {
-                "subreaper + the run's cgroup, emptied by agent-rsh at the end (only a guardian SIGKILLed together with agent-rsh leaves the tree)".into()
+                "subreaper + the run's cgroup, emptied by agent-rsh at the end (a guardian SIGKILLed together with agent-rsh leaves the tree until a later run's sweep of leftover cgroups kills it)".into()
             }
             (false, false) if off => "process group + subreaper".into(),
             (false, false) => {

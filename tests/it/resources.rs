@@ -478,6 +478,99 @@ time.sleep(300)
     assert_cgroup_gone(&last, pid);
 }
 
+/// Without a PID namespace, agent-rsh and its guardian SIGKILLed together
+/// leave the tree running inside the run's cgroup, which nobody empties
+/// at the end. A later run's sweep of leftovers kills those tasks (the
+/// owner is dead) before it removes the directories.
+#[test]
+fn a_later_run_kills_the_tree_left_when_agent_rsh_and_its_guardian_die_together() {
+    if skip() {
+        return;
+    }
+    let p = policy(POLICY);
+    let tag = marker(300);
+    let script = format!(
+        r#"
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    os.execvp("sleep", ["sleep", "{tag}"])
+print("started", flush=True)
+time.sleep(300)
+"#
+    );
+    let mut child = Command::new(BIN)
+        .env_remove("AGENT_RSH_POLICY")
+        .env(SIMULATE_ENV, "pidns")
+        .args(["run", "--events", "--verbose", "--stdin", "--policy"])
+        .arg(&p.path)
+        .args(["--argv", "--", "python3", "-", &tag])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut guardian = 0;
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["type"] == "start" {
+            guardian = v["pid"].as_i64().unwrap() as i32;
+        }
+        if v["type"] == "output" && v["data"] == "started\n" {
+            break;
+        }
+        assert_ne!(v["type"], "exit", "the run ended early: {v}");
+    }
+    assert!(guardian > 0);
+    wait_for("the sleeper", || sleeps_with(&tag).len() == 1);
+    let left = leftovers(pid);
+    assert!(!left.is_empty(), "the run has a cgroup");
+    // Stopped first, so that neither can react to the other's death.
+    for (who, sig) in [
+        (pid as i32, libc::SIGSTOP),
+        (guardian, libc::SIGSTOP),
+        (guardian, libc::SIGKILL),
+        (pid as i32, libc::SIGKILL),
+    ] {
+        // SAFETY: kill(2) on our child and grandchild.
+        assert_eq!(unsafe { libc::kill(who, sig) }, 0);
+    }
+    child.wait().unwrap();
+    drop(lines);
+    // The gap this test is about: the tree outlived both.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(sleeps_with(&tag).len(), 1, "the sleeper outlived both");
+    assert_eq!(leftovers(pid), left, "the cgroup was left");
+    // Old enough for the sweep (it spares young ones: a run between its
+    // cgroup's creation and its guardian's join looks empty).
+    let old = libc::timespec {
+        tv_sec: 1_000_000_000,
+        tv_nsec: 0,
+    };
+    for d in &left {
+        let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: utimensat with a NUL-terminated path and two timespecs.
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [old, old].as_ptr(), 0) };
+        assert_eq!(r, 0, "utimensat: {}", std::io::Error::last_os_error());
+    }
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .args(["--", "echo later"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(wait_until_gone(&tag), Vec::<String>::new(), "no survivor");
+    assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "the cgroup is gone");
+}
+
 /// Root without a cgroup of its own (the seam): RLIMIT_NPROC does not
 /// count its processes, so "required" runs only when an enclosing
 /// cgroup's pids.max bounds them, and refuses in one line otherwise;
