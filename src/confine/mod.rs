@@ -208,6 +208,43 @@ fn resources_without_cgroup(
     fallback(mode, exempt, enclosing, why, cause, warnings)
 }
 
+/// What the policy's whole-run bounds become without a cgroup of the run's
+/// own, for the warnings: `limits.memory_bytes` bounds nothing then (only
+/// RLIMIT_AS, per process), and root's tasks are held by an enclosing
+/// cgroup's `pids.max` rather than `limits.processes`. None where nothing
+/// is lost, or where the best-effort warning of `fallback` says it already.
+fn whole_run_warnings(
+    mode: ConfinementMode,
+    memory_bytes: u64,
+    processes: u64,
+    address_space_bytes: Option<u64>,
+    r: &ResourcesReport,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    if r.mechanism == RESOURCES_AS_ONLY && mode == ConfinementMode::BestEffort {
+        return w;
+    }
+    let why = r.reason.as_deref().unwrap_or("");
+    if memory_bytes > 0 {
+        w.push(match address_space_bytes {
+            Some(a) => format!(
+                "limits.memory_bytes ({memory_bytes} bytes) is not enforced: memory is bounded per process by RLIMIT_AS (limits.address_space_bytes, {a} bytes), not for the whole run: no writable cgroup ({why})"
+            ),
+            None => format!(
+                "limits.memory_bytes ({memory_bytes} bytes) is not enforced: memory is bounded neither per process (limits.address_space_bytes = 0) nor for the whole run: no writable cgroup ({why})"
+            ),
+        });
+    }
+    if processes > 0 && r.mechanism == RESOURCES_ENCLOSING {
+        w.push(format!(
+            "limits.processes ({processes}) is not enforced: root's tasks are not counted by RLIMIT_NPROC, and without a writable cgroup of the run's own they are held only by the pids.max ({}) of {}, shared with everything in it ({why})",
+            r.enclosing_pids_max.unwrap_or(0),
+            r.enclosing_cgroup.as_deref().unwrap_or("the enclosing cgroup"),
+        ));
+    }
+    w
+}
+
 /// The decision of `resources_without_cgroup`, from what it found: whether
 /// RLIMIT_NPROC exempts the caller, and the enclosing cgroup's bound.
 fn fallback(
@@ -572,6 +609,14 @@ impl Confinement {
                     None => format!("simulated by {}", probe::SIMULATE_ENV),
                 };
                 let r = resources_without_cgroup(mode, why, cause.as_ref(), &mut warnings)?;
+                let address_space = (l.address_space_bytes > 0).then_some(l.address_space_bytes);
+                warnings.extend(whole_run_warnings(
+                    mode,
+                    l.memory_bytes,
+                    l.processes,
+                    address_space,
+                    &r,
+                ));
                 (None, r)
             }
         };
@@ -654,7 +699,17 @@ impl Confinement {
             &mut warnings,
         ) {
             Ok(r) => {
-                self.cgroup = None;
+                let cg = self.cgroup.take();
+                let memory_bytes = cg.as_ref().and_then(|c| c.report().memory_bytes);
+                let processes = cg.as_ref().and_then(|c| c.report().processes);
+                drop(cg);
+                warnings.extend(whole_run_warnings(
+                    self.report.mode,
+                    memory_bytes.unwrap_or(0),
+                    processes.unwrap_or(0),
+                    self.report.limits.address_space_bytes,
+                    &r,
+                ));
                 self.report.resources = r;
                 self.warnings.extend(warnings);
                 true
@@ -1034,6 +1089,38 @@ mod tests {
         let mut w = Vec::new();
         let r = fallback(Off, true, None, "ro".into(), None, &mut w).unwrap();
         assert_eq!((r.mechanism, w.len()), (RESOURCES_AS_ONLY, 0));
+    }
+
+    /// Without a cgroup, the whole-run bounds the policy asked for are
+    /// named as not enforced, once: memory for everyone, tasks for root
+    /// held by an enclosing cgroup; nothing when the policy sets none.
+    #[test]
+    fn whole_run_bounds_lost_without_a_cgroup_are_named() {
+        use ConfinementMode::*;
+        let mut w = Vec::new();
+        let rl = fallback(Required, false, None, "no cgroup here".into(), None, &mut w).unwrap();
+        let got = whole_run_warnings(Required, 1 << 30, 128, Some(16 << 30), &rl);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("limits.memory_bytes (1073741824 bytes) is not enforced: memory is bounded per process by RLIMIT_AS")
+                && got[0].contains("not for the whole run: no writable cgroup (no cgroup here)"),
+            "{got:?}"
+        );
+        let got = whole_run_warnings(Off, 1 << 30, 0, None, &rl);
+        assert!(got[0].contains("bounded neither per process"), "{got:?}");
+        assert!(whole_run_warnings(Required, 0, 128, None, &rl).is_empty());
+        let enclosing = Some((2048, std::path::PathBuf::from("/sys/fs/cgroup/pids/x")));
+        let en = fallback(Required, true, enclosing, "ro".into(), None, &mut w).unwrap();
+        let got = whole_run_warnings(Required, 0, 128, None, &en);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("limits.processes (128) is not enforced")
+                && got[0].contains("pids.max (2048) of /sys/fs/cgroup/pids/x"),
+            "{got:?}"
+        );
+        // best-effort root with nothing: fallback's own warning says it.
+        let none = fallback(BestEffort, true, None, "ro".into(), None, &mut w).unwrap();
+        assert!(whole_run_warnings(BestEffort, 1 << 30, 128, None, &none).is_empty());
     }
 
     /// The refusal gives its advice once: the cgroup layer's own advice

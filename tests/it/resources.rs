@@ -478,6 +478,52 @@ time.sleep(300)
     assert_cgroup_gone(&last, pid);
 }
 
+/// An account without a cgroup of the run's own: RLIMIT_NPROC holds its
+/// tasks, but nothing holds the run's memory as a whole; the RunResult says
+/// so in a warning instead of reporting rlimits silently (and text mode
+/// prints it on stderr).
+#[test]
+fn an_account_without_a_cgroup_is_told_memory_is_bounded_per_process_only() {
+    if skip() {
+        return;
+    }
+    let u = User::without_home();
+    let p = Shared::new(POLICY);
+    let (r, out, _) = run_py(u.agent(), &p.path(), 60_000, "print('ran')", &[]);
+    assert_eq!(out.status.code(), Some(0), "{r}");
+    assert_eq!(r["stdout"], "ran\n", "{r}");
+    let res = &r["confinement"]["resources"];
+    let said = "limits.memory_bytes (1073741824 bytes) is not enforced: memory is bounded per process by RLIMIT_AS (limits.address_space_bytes, 17179869184 bytes), not for the whole run: no writable cgroup (";
+    if res["mechanism"].as_str().unwrap().starts_with("cgroup") {
+        // A delegated cgroup holds the whole run: nothing to say.
+        assert!(!warnings(&r).contains("limits.memory_bytes"), "{r}");
+        return;
+    }
+    assert_eq!(res["mechanism"], "rlimits", "{r}");
+    assert!(res["memoryBytes"].is_null(), "{r}");
+    assert!(warnings(&r).contains(said), "{r}");
+    // limits.processes is held (RLIMIT_NPROC counts the account's tasks).
+    assert!(!warnings(&r).contains("limits.processes"), "{r}");
+    let out = u
+        .agent()
+        .args(["run", "--policy"])
+        .arg(p.path())
+        .args(["--", "echo hi"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("agent-rsh: warning: {said}")),
+        "{err}"
+    );
+    // Without a memory bound in the policy, nothing is lost.
+    let p = Shared::new(&POLICY.replace("memory_bytes = 1073741824", "memory_bytes = 0"));
+    let (r, out, _) = run_py(u.agent(), &p.path(), 60_000, "print('ran')", &[]);
+    assert_eq!(out.status.code(), Some(0), "{r}");
+    assert!(!warnings(&r).contains("limits.memory_bytes"), "{r}");
+}
+
 /// Without a PID namespace, agent-rsh and its guardian SIGKILLed together
 /// leave the tree running inside the run's cgroup, which nobody empties
 /// at the end. A later run's sweep of leftovers kills those tasks (the
@@ -612,6 +658,14 @@ fn root_without_a_cgroup_fails_closed_unless_something_bounds_it() {
             assert_eq!(res["mechanism"], "enclosing cgroup", "{r}");
             assert_eq!(res["enclosingPidsMax"], max, "{r}");
             assert_eq!(res["enclosingCgroup"], dir.display().to_string(), "{r}");
+            // The policy's own bounds are named as not enforced.
+            let w = warnings(&r);
+            assert!(
+                w.contains("limits.memory_bytes (1073741824 bytes) is not enforced")
+                    && w.contains("limits.processes (128) is not enforced")
+                    && w.contains(&format!("pids.max ({max}) of {}", dir.display())),
+                "{r}"
+            );
         }
     }
     // The doctor says the same.
