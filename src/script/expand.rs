@@ -14,8 +14,9 @@ use super::glob::{self, Pattern};
 pub const MAX_BRACE_WORDS: usize = 100_000;
 /// At most this many characters in all the words one brace expansion
 /// builds, its intermediate lists included: the word count alone does not
-/// bound memory, since each of the 100,000 words may be long.
-pub const MAX_BRACE_CHARS: usize = 1 << 22;
+/// bound memory, since each of the 100,000 words may be long. 2 Mi is what
+/// execve takes for a whole command line (ARG_MAX); `{1..100000}` fits.
+pub const MAX_BRACE_CHARS: usize = 1 << 21;
 
 /// Why an expansion stopped the script.
 #[derive(Debug, Clone)]

@@ -206,10 +206,6 @@ pub enum LoginError {
     #[error("home {} is not a directory", .0.display())]
     HomeNotADirectory(PathBuf),
     #[error(
-        "{user} cannot create a PID namespace here: without CAP_SYS_ADMIN it needs a user namespace, and {blocker}; confinement = \"required\" needs one for every command (allow unprivileged user namespaces, or set confinement = \"best-effort\" for login accounts: Landlock, seccomp and the limits still apply)"
-    )]
-    NoPidNamespace { user: String, blocker: String },
-    #[error(
         "the policy looks up programs in {}, inside the home directory {} that commands may write; remove it from commands.search_path and commands.allow",
         .program.display(),
         .home.display()
@@ -255,24 +251,6 @@ impl Login {
                 ..d
             })
         })?;
-        // exec needs a PID namespace under "required"; an account without
-        // CAP_SYS_ADMIN gets it inside a user namespace. On a machine that
-        // refuses those too every command would fail, so say it once, at
-        // login, naming what is missing and what to change.
-        if policy.confinement == crate::policy::ConfinementMode::Required
-            && !crate::confine::userns::has_cap_sys_admin()
-        {
-            let simulated = crate::confine::probe::kernel()
-                .simulated
-                .contains(&"userns");
-            let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWPID) as libc::c_ulong;
-            if simulated || !crate::confine::probe::try_namespaces(flags).0 {
-                return Err(LoginError::NoPidNamespace {
-                    user: identity.user.clone(),
-                    blocker: crate::confine::userns::blocker(simulated),
-                });
-            }
-        }
         // Commands may write anywhere in the home: a program found there
         // could be replaced by the user.
         let lookups = policy
