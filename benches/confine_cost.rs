@@ -98,8 +98,8 @@ fn main() {
     let ws = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     for _ in 0..n {
-        let c =
-            agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), true).expect("prepare");
+        let c = agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), None, true)
+            .expect("prepare");
         drop(c);
     }
     println!(
@@ -127,7 +127,7 @@ fn main() {
     let plan = agent_rsh::check::admit(&default, &ls, None).expect("ls is allowed");
     let t = Instant::now();
     for _ in 0..n {
-        let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), true)
+        let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), None, true)
             .expect("prepare");
         drop(c);
     }

@@ -56,6 +56,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         Duration::from_millis(policy.limits.timeout_ms),
         false,
         &scratch,
+        None,
         true,
     );
     let off = policy.confinement == ConfinementMode::Off;

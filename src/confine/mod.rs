@@ -426,10 +426,14 @@ impl Confinement {
     /// policy requires a layer this kernel cannot provide.
     /// `fresh`: the workspace is new for this run (it becomes a tmpfs of
     /// `limits.workspace_bytes` in the mount view).
+    /// `workspace_id`: the device and inode of a persistent workspace as it
+    /// was opened and checked; the Landlock rule and the mount view's bind
+    /// are made on that directory or not at all.
     pub fn prepare(
         policy: &Policy,
         plan: &Plan,
         workspace: &Path,
+        workspace_id: Option<(u64, u64)>,
         fresh: bool,
     ) -> Result<Confinement, ConfineError> {
         Confinement::prepare_for(
@@ -438,6 +442,7 @@ impl Confinement {
             plan.timeout,
             plan.stdin == StdinMode::Inherit,
             workspace,
+            workspace_id,
             fresh,
         )
     }
@@ -450,6 +455,7 @@ impl Confinement {
         timeout: std::time::Duration,
         tty: bool,
         workspace: &Path,
+        workspace_id: Option<(u64, u64)>,
         fresh: bool,
     ) -> Result<Confinement, ConfineError> {
         let l = &policy.limits;
@@ -498,6 +504,7 @@ impl Confinement {
                 program,
                 allowed: &allowed,
                 workspace,
+                workspace_id,
                 read: &policy.scopes.read,
                 write: &policy.scopes.write,
                 exec: &policy.scopes.exec,
@@ -580,6 +587,7 @@ impl Confinement {
                 exec: &policy.scopes.exec,
                 write: &policy.scopes.write,
                 workspace,
+                workspace_id,
                 workspace_bytes: (fresh && bytes > 0).then_some(bytes),
                 tty,
             };
