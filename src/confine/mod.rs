@@ -397,8 +397,18 @@ pub struct Confinement {
     /// `finish_cgroup` after the run (or on drop, on every other path).
     cgroup: Option<cgroup::RunCgroup>,
     warnings: Vec<String>,
+    /// `LOADER_GAP_WARNING` is in `warnings` already.
+    loader_gap_noted: bool,
     report: Report,
 }
+
+/// The exec guarantee without the mount view: what it does not hold.
+/// Landlock governs execve, not mmap; only the view's noexec mounts keep
+/// the loader from mapping a file the run wrote.
+pub const LOADER_GAP_GUARANTEE: &str = "; NOT held for files the run writes: without the mount view the workspace and write scopes are not noexec, so the loader (ld.so ./file, dlopen, ctypes) can map an ELF written there and run it, under the same confinement";
+
+/// The warning of a run without the mount view, about the same gap.
+pub const LOADER_GAP_WARNING: &str = "the run has no private mount view, so the workspace and the write scopes are not mounted noexec: an ELF file written there can be mapped by the loader (`ld.so ./file`, dlopen, python ctypes) and run, under the run's confinement, although it is not an allowlisted program (Landlock governs execve, not mmap)";
 
 /// Fails closed under "required", records a warning under "best-effort".
 fn missing(
@@ -644,6 +654,7 @@ impl Confinement {
             want_net_namespace,
             cgroup: run_cgroup,
             warnings,
+            loader_gap_noted: false,
             report: Report {
                 mode,
                 pid_namespace: false,
@@ -794,12 +805,23 @@ impl Confinement {
             r.seccomp.socket_families = family_names(v);
         }
         let none = || "none".to_string();
+        if !off && !r.mount_view && r.landlock.enforced && !self.loader_gap_noted {
+            self.loader_gap_noted = true;
+            self.warnings.push(LOADER_GAP_WARNING.to_string());
+        }
         let g = &mut r.guarantees;
         g.exec = match (r.landlock.enforced, seccomp) {
             (true, true) => "landlock (execute rights) + seccomp (no executable memfd)".into(),
             (true, false) => "landlock (execute rights); memfd exec not refused".into(),
             _ => none(),
         };
+        if r.landlock.enforced {
+            g.exec.push_str(if r.mount_view {
+                " + noexec workspace and write scopes (mount view)"
+            } else {
+                LOADER_GAP_GUARANTEE
+            });
+        }
         g.files = match (r.landlock.enforced, r.mount_view) {
             (true, true) => "landlock + read-only mount view".into(),
             (true, false) => "landlock".into(),

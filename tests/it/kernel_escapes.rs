@@ -383,6 +383,105 @@ print("gitdiff", p.returncode, p.stdout[:200], p.stderr[:200])
     }
 }
 
+/// Without the mount view (a container's profile refuses the mount
+/// namespace; the seam takes it away here) the workspace is not noexec,
+/// and Landlock governs execve, not mmap: the loader maps a workspace ELF
+/// and a library written there loads. That is the stated behaviour: the
+/// exec guarantee names the gap, the RunResult warns, the doctor says it.
+/// Whatever closes the gap one day (a broker, a kernel that governs mmap)
+/// flips the first assertion, and the statements must change with it.
+#[test]
+fn without_the_mount_view_the_loader_gap_is_stated() {
+    for uid in [0, NOBODY] {
+        let s = Setup::new(uid);
+        let policy = s.policy("");
+        let r = attack(
+            &policy,
+            uid,
+            "mountns",
+            r#"
+import shutil, subprocess, os, sys, ctypes
+shutil.copyfile(os.path.realpath(sys.executable), "pycopy")
+p = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "./pycopy", "-c", "print('copied-' + 'ran')"], capture_output=True, text=True)
+print("loader", p.returncode, p.stdout.strip() or "-")
+src = None
+for d in ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]:
+    if os.path.exists(d + "/libz.so.1"):
+        src = d + "/libz.so.1"; break
+shutil.copyfile(src, "libcopy.so")
+try:
+    ctypes.CDLL("./libcopy.so"); print("dlopen ok")
+except OSError as e:
+    print("dlopen refused", e)
+"#,
+        );
+        let ctx = format!("uid {uid}: {r}");
+        let out = r["stdout"].as_str().unwrap_or("");
+        assert_eq!(r["confinement"]["mountView"], false, "{ctx}");
+        // Today's behaviour: the copy runs, the library loads.
+        assert!(out.contains("copied-ran"), "{ctx}");
+        assert!(out.contains("dlopen ok"), "{ctx}");
+        // ... and the report says so.
+        let exec = r["confinement"]["guarantees"]["exec"].as_str().unwrap();
+        assert!(
+            exec.contains("NOT held for files the run writes") && exec.contains("not noexec"),
+            "{ctx}"
+        );
+        assert!(
+            r["warnings"]
+                .to_string()
+                .contains("the workspace and the write scopes are not mounted noexec"),
+            "{ctx}"
+        );
+        // With the view the same script is refused (the control).
+        let r = attack(
+            &policy,
+            uid,
+            "",
+            r#"
+import shutil, subprocess, os, sys
+shutil.copyfile(os.path.realpath(sys.executable), "pycopy")
+p = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "./pycopy", "-c", "print('copied-' + 'ran')"], capture_output=True, text=True)
+print("loader", p.returncode, p.stdout.strip() or "-")
+"#,
+        );
+        let out = r["stdout"].as_str().unwrap_or("");
+        assert!(
+            out.contains("loader ") && !out.contains("copied-ran"),
+            "{r}"
+        );
+        assert!(
+            r["confinement"]["guarantees"]["exec"]
+                .as_str()
+                .unwrap()
+                .contains("noexec workspace and write scopes (mount view)"),
+            "{r}"
+        );
+        assert!(
+            !r["warnings"].to_string().contains("not mounted noexec"),
+            "{r}"
+        );
+    }
+    // The doctor says the same for such a run.
+    let s = Setup::new(0);
+    let out = Command::new(bin())
+        .args(["doctor", "--policy"])
+        .arg(s.policy(""))
+        .env("AGENT_RSH_SIMULATE_MISSING", "mountns")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("only allowed programs execute:")
+            && text.contains("NOT held for files the run writes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: the run has no private mount view, so the workspace"),
+        "{text}"
+    );
+}
+
 /// A fresh workspace is a tmpfs of limits.workspace_bytes: writing past it
 /// fails with ENOSPC, and the disk under it gets nothing.
 #[test]
