@@ -480,9 +480,15 @@ impl Confinement {
             (libc::RLIMIT_CPU, cpu),
             (libc::RLIMIT_FSIZE, l.file_size_bytes),
             (libc::RLIMIT_NOFILE, l.open_files),
-            (libc::RLIMIT_NPROC, l.processes),
             (libc::RLIMIT_CORE, 0),
         ];
+        // limits.processes = 0: not bounded by agent-rsh (no pids.max
+        // either), as 0 means for the other byte limits; RLIMIT_NPROC = 0
+        // would instead refuse an account's every fork while root, whom
+        // it does not bind, ran unbounded.
+        if l.processes > 0 {
+            rlimits.push((libc::RLIMIT_NPROC, l.processes));
+        }
         if l.address_space_bytes > 0 {
             rlimits.push((libc::RLIMIT_AS, l.address_space_bytes));
         }
@@ -856,6 +862,9 @@ impl Confinement {
         };
         let res = &r.resources;
         g.resources = match res.mechanism {
+            RESOURCES_RLIMITS if r.limits.processes == 0 => {
+                "rlimits: RLIMIT_AS (per process) only; tasks not bounded (limits.processes = 0); no cgroup of its own".into()
+            }
             RESOURCES_RLIMITS => format!(
                 "rlimits: RLIMIT_NPROC ({}) + RLIMIT_AS (per process); no cgroup of its own",
                 if r.user_namespace {

@@ -32,10 +32,11 @@ memory_bytes = 1073741824
 processes = 128
 "#;
 
-/// Allocates and touches 2 GiB (bytes multiplication fills every page).
+/// Allocates and touches 4 GiB (bytes multiplication fills every page),
+/// four times the policy's bound.
 const HOG: &str = r#"
 print("allocating", flush=True)
-x = b"x" * (2 << 30)
+x = b"x" * (4 << 30)
 print("survived", len(x), flush=True)
 "#;
 
@@ -223,6 +224,30 @@ fn host_unharmed() {
     );
 }
 
+/// This process's mounts (/proc/self/mountinfo), but those of a container
+/// engine another test module may be starting meanwhile.
+fn mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("/containers/") && !l.contains("/netns/"))
+        .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest).to_string())
+        .collect()
+}
+
+/// No mount of the run is left in this mount namespace: as many mounts
+/// as before, and none new.
+fn assert_no_extra_mount(before: &[String]) {
+    let after = mounts();
+    let extra: Vec<&String> = after.iter().filter(|m| !before.contains(m)).collect();
+    assert!(extra.is_empty(), "mounts left behind: {extra:#?}");
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "mountinfo lines before and after"
+    );
+}
+
 fn warnings(r: &Value) -> String {
     r["warnings"].to_string()
 }
@@ -233,7 +258,9 @@ fn memory_beyond_the_bound_is_ended_by_the_oom_killer() {
         return;
     }
     let p = policy(POLICY);
-    let (r, out, pid) = run_py(agent(), &p.path, 60_000, HOG, &[]);
+    let before = mounts();
+    let tag = marker(4);
+    let (r, out, pid) = run_py(agent(), &p.path, 60_000, HOG, &[&tag]);
     let res = &r["confinement"]["resources"];
     assert!(
         res["mechanism"].as_str().unwrap().starts_with("cgroup"),
@@ -262,6 +289,8 @@ fn memory_beyond_the_bound_is_ended_by_the_oom_killer() {
         "{r}"
     );
     assert_cgroup_gone(&r, pid);
+    assert_eq!(wait_processes_gone(&tag), Vec::<String>::new(), "{r}");
+    assert_no_extra_mount(&before);
     host_unharmed();
 
     // Under the bound the same kind of run goes through.
@@ -333,6 +362,7 @@ fn a_fork_bomb_as_root_is_held_to_the_task_bound() {
     }
 
     // The real thing, until the deadline.
+    let before = mounts();
     let tag = marker(7);
     let (r, out, pid) = run_py(agent(), &p.path, 3000, BOMB, &[&tag]);
     assert_eq!(r["status"], "timedOut", "{r}");
@@ -345,6 +375,7 @@ fn a_fork_bomb_as_root_is_held_to_the_task_bound() {
     assert!(warnings(&r).contains("limits.processes (128)"), "{r}");
     assert_eq!(wait_processes_gone(&tag), Vec::<String>::new(), "{r}");
     assert_cgroup_gone(&r, pid);
+    assert_no_extra_mount(&before);
     host_unharmed();
 }
 
@@ -476,6 +507,36 @@ time.sleep(300)
     assert_eq!(wait_until_gone(&tag), Vec::<String>::new(), "{last}");
     assert_eq!(wait_processes_gone(&tag), Vec::<String>::new(), "{last}");
     assert_cgroup_gone(&last, pid);
+}
+
+/// `limits.processes = 0` is "not bounded by agent-rsh", as 0 is for the
+/// memory: no pids.max, no RLIMIT_NPROC; an account's run forks as root's
+/// does (RLIMIT_NPROC = 0 used to refuse an account every fork), and the
+/// report says the tasks are not bounded.
+#[test]
+fn processes_zero_bounds_nothing_for_root_and_accounts_alike() {
+    if skip() {
+        return;
+    }
+    let p = Shared::new(&POLICY.replace("processes = 128", "processes = 0"));
+    let fork =
+        "import os\npid = os.fork()\nif pid == 0: os._exit(0)\nos.waitpid(pid, 0)\nprint('forked')";
+    let u = User::without_home();
+    for (who, cmd) in [("root", agent()), ("account", u.agent())] {
+        let (r, out, _) = run_py(cmd, &p.path(), 60_000, fork, &[]);
+        assert_eq!(out.status.code(), Some(0), "{who}: {r}");
+        assert_eq!(r["stdout"], "forked\n", "{who}: {r}");
+        let c = &r["confinement"];
+        assert_eq!(c["limits"]["processes"], 0, "{who}: {r}");
+        assert!(c["resources"]["processes"].is_null(), "{who}: {r}");
+        assert!(
+            c["guarantees"]["resources"]
+                .as_str()
+                .unwrap()
+                .contains("tasks not bounded (limits.processes = 0)"),
+            "{who}: {r}"
+        );
+    }
 }
 
 /// An account without a cgroup of the run's own: RLIMIT_NPROC holds its
