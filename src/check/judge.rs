@@ -193,7 +193,9 @@ impl Judge<'_, '_> {
                 });
             }
         }
-        let Some(w) = b.wrapper(program) else { return };
+        let Some(w) = b.wrapper(program, n.subcommand.map(|(s, _)| s)) else {
+            return;
+        };
         if w.pack
             .as_ref()
             .is_some_and(|p| policy.packs.off.iter().any(|o| o == p))
@@ -362,7 +364,14 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
             .iter()
             .filter(|w| w.opaque == opaque)
             .filter(|w| w.pack.as_ref().is_none_or(|p| !off.contains(&p.as_str())))
-            .flat_map(|w| w.commands.iter().map(String::as_str))
+            .flat_map(|w| {
+                w.commands
+                    .iter()
+                    .flat_map(|c| match w.subcommand.is_empty() {
+                        true => vec![c.clone()],
+                        false => w.subcommand.iter().map(|s| format!("{c} {s}")).collect(),
+                    })
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -503,6 +512,20 @@ mod tests {
             &["guard.fs.find-delete"],
         ),
         ("find . -exec sh -c 'rm -rf /' \\;", "guard.fs.rm-root", &[]),
+        // git for-each-repo runs `git ARGS`: ARGS are a git command.
+        (
+            "git for-each-repo --config=x.repo -- reset --hard",
+            "guard.git.reset-hard",
+            &[],
+        ),
+        ("git for-each-repo --config x.repo gc", "", &[]),
+        (
+            "git for-each-repo --config=x.repo -c core.pager=id log",
+            "wrapper.opaque",
+            &[],
+        ),
+        // Options before the subcommand are git's own, not for-each-repo's.
+        ("git -C sub for-each-repo --config x.repo gc", "", &[]),
     ];
 
     #[test]
@@ -586,6 +609,26 @@ mod tests {
             .collect();
         assert_eq!(chain, [(0, "find", 0), (1, "true", 3), (1, "git", 7)]);
         assert!(j.denial.is_none());
+    }
+
+    #[test]
+    fn git_for_each_repo_runs_git_again() {
+        let j = judged(
+            Trust::Medium,
+            "git for-each-repo --config=r --keep-going -- -c alias.x=!id x",
+        );
+        let chain: Vec<(usize, &str, usize)> = j
+            .levels
+            .iter()
+            .map(|l| (l.depth, l.command.as_str(), l.arg_index))
+            .collect();
+        assert_eq!(chain, [(0, "git", 0), (1, "git", 0)]);
+        assert_eq!(j.levels[1].normalized, ["-c alias.x=!id", "x"]);
+        let d = j.denial.expect("refused");
+        assert_eq!(
+            (d.rule.as_str(), d.arg_index),
+            ("args.git.config-option", Some(5))
+        );
     }
 
     #[test]

@@ -104,11 +104,13 @@ impl Lazy {
             .map(|i| rule_at(usize::from(i)))
     }
 
-    /// The first wrapper (in load order) that applies to `program`.
-    pub fn wrapper(&self, program: &str) -> Option<&'static WrapperSpec> {
+    /// The first wrapper (in load order) that applies to `program` and
+    /// its `subcommand` (`git for-each-repo`).
+    pub fn wrapper(&self, program: &str, subcommand: Option<&str>) -> Option<&'static WrapperSpec> {
         let exact = named(WRAPPER_BY_NAME, program).iter().copied();
         exact
             .chain(globs(WRAPPER_GLOBS, program))
+            .filter(|i| wrapper_at(usize::from(*i)).applies_to_subcommand(subcommand))
             .min()
             .map(|i| wrapper_at(usize::from(i)))
     }
@@ -154,8 +156,8 @@ impl Builtin {
         Lazy.rules_for(program)
     }
 
-    pub fn wrapper(&self, program: &str) -> Option<&WrapperSpec> {
-        Lazy.wrapper(program)
+    pub fn wrapper(&self, program: &str, subcommand: Option<&str>) -> Option<&WrapperSpec> {
+        Lazy.wrapper(program, subcommand)
     }
 
     /// The names of all built-in packs (of rules, and of wrappers that
@@ -299,13 +301,17 @@ mod tests {
             let lazy_rules: Vec<*const RuleSpec> =
                 lazy().rules_for(p).map(|r| r as *const RuleSpec).collect();
             assert_eq!(lazy_rules, scan, "rules for {p:?}");
-            let first = b.wrappers.iter().find(|w| w.applies_to(p)).copied();
-            assert_eq!(
-                lazy().wrapper(p).map(|w| w as *const WrapperSpec),
-                first.map(|w| w as *const WrapperSpec),
-                "wrapper of {p:?}"
-            );
             for sub in &subcommands {
+                let first = b
+                    .wrappers
+                    .iter()
+                    .find(|w| w.applies_to(p) && w.applies_to_subcommand(*sub))
+                    .copied();
+                assert_eq!(
+                    lazy().wrapper(p, *sub).map(|w| w as *const WrapperSpec),
+                    first.map(|w| w as *const WrapperSpec),
+                    "wrapper of {p:?} {sub:?}"
+                );
                 let wanted = |g: &&&Grammar| g.subcommand.as_deref() == *sub && g.applies_to(p);
                 let exact = b
                     .grammars

@@ -468,6 +468,106 @@ mod tests {
         assert!(fires_builtin(&global, "git for-each-repo --config x fetch").is_none());
     }
 
+    /// Does `args.awk.system` refuse `awk PROGRAM f` (or `gawk -e PROGRAM`)?
+    fn awk_refused(argv: &[&str]) -> bool {
+        let b = crate::check::packs::builtin();
+        let n = normalize(b, argv[0], argv);
+        b.rules_for(argv[0])
+            .filter(|r| r.id == "args.awk.system")
+            .any(|r| r.check(&n, argv).is_some())
+    }
+
+    /// awk programs as awk reads them: a pipe after print is a pipe unless
+    /// it stands in a string, a regex literal or a comment, or is `||`; a
+    /// `/` after an operand may be a division (both readings are tried).
+    /// Multi-line programs are here because the corpus is lexed in simple
+    /// syntax, which refuses newlines.
+    const AWK: &[(&str, bool)] = &[
+        (r#"{print gsub(/a|b/,"")}"#, false),
+        (r#"{print ($0 ~ /a|b/)}"#, false),
+        (r#"{print match($0,/foo|bar/)}"#, false),
+        (r#"{print $1 ~ /^(GET|POST)$/}"#, false),
+        (r#"{print $1 || $2}"#, false),
+        (r#"{print /a|b/ ? "y" : "n"}"#, false),
+        (r#"{print c ? "y" : /a|b/}"#, false),
+        (r#"{print a[/x|y/]}"#, false),
+        // Some awks end a regex at a `/` in brackets, others do not: an
+        // unescaped `/` in brackets followed by `|` reads as a pipe.
+        (r#"{print $1, /[/]|x/}"#, true),
+        (r#"{print $1, /[\/]|x/}"#, false),
+        (
+            r#"{print $1 # a | b
+        }"#,
+            false,
+        ),
+        (r#"{print $1, /[[:alpha:]]|x/}"#, false),
+        (r#"{print $1 / 2; print "|"}"#, false),
+        (r#"{print | "sh"}"#, true),
+        (r#"{print $1/2 | "sh"}"#, true),
+        (r#"{print $1 /2/ 1 | "sh"}"#, true),
+        (r#"{print x++ /a| "sh"; y = 1/}"#, true),
+        (r#"{print length /a| "sh"; y = 1/}"#, true),
+        (r#"{print (x) /a| "sh"; y = 1/}"#, true),
+        (r#"{print x - /a| "sh"; y = 1/}"#, true),
+        (r#"{print /[/]"/ | "sh"}"#, true),
+        (r#"{print /[]/]"/ | "sh"}"#, true),
+        (r#"{print /[[:alpha:]/]"/ | "sh"}"#, true),
+        (r#"{print /a\/"/ | "sh"}"#, true),
+        (r#"{print "a\"|" |& "sh"}"#, true),
+        (r#"{print $1 ||| "sh"}"#, true),
+        (
+            r#"{print $1, # "
+        "x" | "sh"}"#,
+            true,
+        ),
+        (
+            r#"{print "y" |\
+        "sh"}"#,
+            true,
+        ),
+        (
+            r#"{print "y" \
+        | "sh"}"#,
+            true,
+        ),
+        (
+            r#"{print "y",
+        $1 | "sh"}"#,
+            true,
+        ),
+        (r#"{print "y" > "f"; printf("%s", $1) | "sh"}"#, true),
+        (r#"BEGIN{system("id")}"#, true),
+        (
+            r#"BEGIN{ system \
+        ("id") }"#,
+            true,
+        ),
+        (r#"BEGIN{"id" | getline x}"#, true),
+        (
+            r#"BEGIN{"id" |\
+        getline x}"#,
+            true,
+        ),
+        (r#"BEGIN{"id" |& getline x}"#, true),
+        (r#"BEGIN{f="system"; @f("id")}"#, true),
+        (r#"BEGIN{f="system"; @ f("id")}"#, true),
+        (r#"BEGIN{f="system"; @awk::f("id")}"#, true),
+        (r#"@ load "x"; BEGIN{}"#, true),
+        (r#"{print "mail " $1 "@example.com"}"#, false),
+    ];
+
+    #[test]
+    fn awk_pipes_are_read_as_awk_reads_them() {
+        for (prog, refused) in AWK {
+            assert_eq!(awk_refused(&["awk", prog, "f"]), *refused, "awk {prog}");
+            assert_eq!(
+                awk_refused(&["gawk", "-e", prog, "f"]),
+                *refused,
+                "gawk -e {prog}"
+            );
+        }
+    }
+
     #[test]
     fn paths_are_compared_lexically() {
         for (p, want) in [

@@ -32,6 +32,16 @@ pub enum WrapperError {
 #[serde(deny_unknown_fields, default)]
 pub struct WrapperSpec {
     pub commands: Vec<String>,
+    /// Only for these subcommands of the program (`git for-each-repo`);
+    /// empty: the program itself.
+    pub subcommand: Vec<String>,
+    /// The inner command is the program itself, run with the words that
+    /// follow the options (`git for-each-repo --config K ARGS` runs
+    /// `git ARGS` in each repository).
+    pub runs_itself: bool,
+    /// The options the wrapper (or its subcommand) takes: any other one
+    /// before the inner command makes what runs unreadable (`wrapper.opaque`).
+    pub known_options: Vec<String>,
     /// Positionals before the inner command (timeout's DURATION).
     pub skip: usize,
     /// `NAME=VALUE` words before the inner command (env).
@@ -86,6 +96,12 @@ impl WrapperSpec {
         self.commands.iter().any(|c| name_matches(c, program))
     }
 
+    /// Does it apply to this subcommand (`None`: the program has none)?
+    pub fn applies_to_subcommand(&self, subcommand: Option<&str>) -> bool {
+        self.subcommand.is_empty()
+            || subcommand.is_some_and(|s| self.subcommand.iter().any(|x| x == s))
+    }
+
     /// Checks the wrapper is well formed (packs load it once per process).
     pub fn validate(&self) -> Result<(), WrapperError> {
         let Some(name) = self.commands.first() else {
@@ -93,7 +109,10 @@ impl WrapperSpec {
         };
         // no_command_word compiles on first use (a unit test compiles it):
         // compiling at load would cost every process.
-        let opaque = self.opaque || self.shell_without_command || !self.opaque_with.is_empty();
+        let opaque = self.opaque
+            || self.shell_without_command
+            || !self.opaque_with.is_empty()
+            || !self.known_options.is_empty();
         if opaque && (self.opaque_reason.trim().is_empty() || self.opaque_hint.trim().is_empty()) {
             return Err(WrapperError::NoOpaqueReason(name.clone()));
         }
@@ -205,6 +224,9 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
     if find_option(n, &w.no_command_with).is_some() {
         return Inner::Nothing;
     }
+    if let Some(o) = unknown_option(w, n) {
+        return opaque(w, argv, o.index);
+    }
     if let Some(re) = w.no_command_re() {
         // Option words only: `screen -S -ls sh` names a session `-ls`.
         let end = n.first_positional().map_or(argv.len(), |(_, i)| i);
@@ -282,8 +304,28 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
             }
             continue;
         }
+        if w.runs_itself {
+            // The program again, with the words from the inner command on.
+            let mut words = vec![(argv[0].to_string(), 0)];
+            words.extend((i..argv.len()).map(|k| (argv[k].to_string(), k)));
+            return Inner::Words(words);
+        }
         return Inner::At(i);
     }
+}
+
+/// The first option before the inner command that is not among
+/// `known_options` (options before the subcommand belong to the program).
+fn unknown_option<'n, 'a>(w: &WrapperSpec, n: &'n Normalized<'a>) -> Option<&'n Opt<'a>> {
+    if w.known_options.is_empty() {
+        return None;
+    }
+    let from = n.subcommand.map_or(0, |(_, i)| i);
+    let end = n.first_positional().map_or(usize::MAX, |(_, i)| i);
+    let known: Vec<&Opt> = find_options(n, &w.known_options).collect();
+    n.options()
+        .filter(|o| o.index > from && o.index < end)
+        .find(|o| !known.iter().any(|k| std::ptr::eq(*k, *o)))
 }
 
 /// `sh -c SCRIPT`, as the wrapper starts it: the shell must be allowed,
