@@ -79,6 +79,10 @@ fn skip() -> bool {
         cannot_run("needs root (a run cgroup as root; a throwaway account)");
         return true;
     }
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        cannot_run("needs /usr/bin/python3 (apt-get install python3)");
+        return true;
+    }
     false
 }
 
