@@ -60,6 +60,15 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         true,
     );
     let off = policy.confinement == ConfinementMode::Off;
+    // A run gives up the network namespace the kernel refuses; with
+    // network = "loopback" that fails closed under "required".
+    if let Ok(c) = prepared.as_mut()
+        && c.extra_clone_flags() != 0
+        && !netns
+        && let Err(e) = c.give_up_extra_namespaces("the kernel refuses a network namespace here")
+    {
+        prepared = Err(e);
+    }
     if let Ok(c) = prepared.as_mut() {
         if !pidns {
             c.give_up_view("a run without a PID namespace has no mount view either");
@@ -299,6 +308,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             println!("  nothing outside the scopes changes: {}", g.files);
             println!("  modes, owners, times, xattrs:       {}", g.metadata);
             println!("  no socket outside the scopes:       {}", g.sockets);
+            println!("  no network beyond the policy's:     {}", g.network);
             println!("  no descendant outlives the run:     {}", g.tree);
             println!("  one run cannot take the host:       {}", g.resources);
         }

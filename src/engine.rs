@@ -247,7 +247,7 @@ pub fn execute(
     {
         r.warnings.push(hint);
     }
-    if let Some(w) = network_off_warning(policy, &r) {
+    if let Some(w) = network_off_warning(policy, &r, confinement.report()) {
         r.warnings.push(w);
     }
     r
@@ -333,17 +333,31 @@ const NETWORK_FAILURES: &[&str] = &[
 /// With the network off by the policy, a command that failed and says it
 /// could not reach the network gets a warning saying why, so the caller
 /// does not retry or blame the host.
-fn network_off_warning(policy: &Policy, r: &RunResult) -> Option<String> {
+fn network_off_warning(
+    policy: &Policy,
+    r: &RunResult,
+    report: &crate::confine::Report,
+) -> Option<String> {
     if matches!(policy.network, crate::policy::Network::Allow)
         || r.status == Status::Exited && r.exit_code == Some(0)
     {
         return None;
     }
-    let seen = NETWORK_FAILURES
-        .iter()
-        .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?;
+    // An inet socket the seccomp filter refused: EPERM, which says
+    // nothing of the network by itself.
+    let seen = if crate::confine::inet_socket_refused(report, &r.stderr) {
+        "socket: Operation not permitted"
+    } else {
+        NETWORK_FAILURES
+            .iter()
+            .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?
+    };
+    let level = match policy.network {
+        crate::policy::Network::Loopback => "network = \"loopback\": 127.0.0.1 and ::1 only",
+        _ => "network = \"none\"",
+    };
     Some(format!(
-        "network is off by the policy (network = \"none\"): the command could not reach the network \
+        "network is off by the policy ({level}): the command could not reach the network \
          ({seen:?}); retrying will not help. Work offline (npm_config_offline, PIP_NO_INDEX, \
          CARGO_NET_OFFLINE and GIT_ALLOW_PROTOCOL=file are set for that), or ask for a policy \
          that allows the network"

@@ -3,7 +3,7 @@
 //! shell builtin, how to write a file. A model cannot run `agent-rsh
 //! policy show`; it can pick a name from the hint.
 
-use crate::policy::Policy;
+use crate::policy::{Policy, Syntax};
 
 /// Up to this many allowed programs are listed in full; beyond, the
 /// nearest names are.
@@ -30,7 +30,7 @@ pub fn not_allowed(policy: &Policy, name: &str) -> String {
 }
 
 /// "allowed: cat, grep, ls" or, for a long allowlist, "nearest allowed:
-/// ... (N in all; `agent-rsh policy show` lists them)".
+/// ... (N in all)".
 pub fn allowed_programs(policy: &Policy, name: &str) -> String {
     let allow = &policy.commands.allow;
     if allow.is_empty() {
@@ -44,10 +44,36 @@ pub fn allowed_programs(policy: &Policy, name: &str) -> String {
     names.sort_by_key(|n| (distance(name, n), *n));
     names.truncate(NEAREST);
     format!(
-        "nearest allowed: {} ({} in all; `agent-rsh policy show` lists them)",
+        "nearest allowed: {} ({} in all)",
         names.join(", "),
         allow.len()
     )
+}
+
+/// How to write a file, as a sentence: with the compound syntax a
+/// here-document with a quoted delimiter (its text kept as written) into
+/// `cat` or, failing that, `tee`; with the simple syntax the content as
+/// standard input of `tee`. None when the policy allows no such program.
+pub fn write_file(policy: &Policy) -> Option<&'static str> {
+    let allowed = |name: &str| policy.commands.allow.iter().any(|a| a == name);
+    let (cat, tee) = (allowed("cat"), allowed("tee"));
+    Some(match policy.syntax {
+        Syntax::Compound if cat => {
+            "to write a file, use a here-document with a quoted delimiter: \
+             `cat <<'EOF' > FILE`, then the file's lines, then a line `EOF` \
+             (the quotes keep `$` and backquotes as written)"
+        }
+        Syntax::Compound if tee => {
+            "to write a file, use a here-document with a quoted delimiter: \
+             `tee FILE <<'EOF' > /dev/null`, then the file's lines, then a line `EOF` \
+             (the quotes keep `$` and backquotes as written)"
+        }
+        Syntax::Simple if tee => {
+            "to write a file, run `tee FILE` with the content as its standard input \
+             (`--stdin`, the MCP `stdin` argument)"
+        }
+        _ => return None,
+    })
 }
 
 /// Edit distance (insertions, deletions, substitutions) between two short
@@ -95,6 +121,25 @@ mod tests {
     }
 
     #[test]
+    fn writing_a_file_follows_the_syntax_and_the_allowlist() {
+        let mut p = policy(&["cat", "tee"]);
+        assert!(write_file(&p).unwrap().contains("`cat <<'EOF' > FILE`"));
+        p.commands.allow = vec!["tee".into()];
+        assert!(
+            write_file(&p)
+                .unwrap()
+                .contains("`tee FILE <<'EOF' > /dev/null`")
+        );
+        p.syntax = Syntax::Simple;
+        assert!(write_file(&p).unwrap().contains("MCP `stdin` argument"));
+        p.commands.allow = vec!["cat".into()];
+        assert_eq!(write_file(&p), None);
+        p.commands.allow = vec!["ls".into()];
+        p.syntax = Syntax::Compound;
+        assert_eq!(write_file(&p), None);
+    }
+
+    #[test]
     fn a_long_allowlist_gives_the_nearest_names() {
         let mut names: Vec<String> = (0..60).map(|i| format!("tool{i:02}")).collect();
         names.extend(["python3", "pytest", "git", "grep"].map(String::from));
@@ -102,11 +147,9 @@ mod tests {
         p.commands.allow = names;
         let h = allowed_programs(&p, "python");
         assert!(h.starts_with("nearest allowed: python3, pytest"), "{h}");
-        assert!(
-            h.ends_with("(64 in all; `agent-rsh policy show` lists them)"),
-            "{h}"
-        );
+        assert!(h.ends_with("(64 in all)"), "{h}");
         assert_eq!(distance("gti", "git"), 2);
+        assert!(!h.contains("policy show"), "{h}");
         assert_eq!(distance("", "ab"), 2);
         assert_eq!(distance("kitten", "sitting"), 3);
     }

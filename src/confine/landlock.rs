@@ -35,6 +35,9 @@ pub struct LandlockReport {
     pub execute: Vec<String>,
     pub read: Vec<String>,
     pub write: Vec<String>,
+    /// Directories whose entries may be listed (names only, nothing read).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub list: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -124,6 +127,7 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
     const X: u8 = 0;
     const R: u8 = 1;
     const W: u8 = 2;
+    const L: u8 = 3;
     let program = inp.program.to_path_buf();
     let mut loaders = inp.allowed.loaders.clone();
     if !inp.allowed.programs.contains(&program) {
@@ -132,6 +136,22 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
     }
     for p in &inp.allowed.programs {
         rules.push((p.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+    }
+    // The allowed programs' directories may be listed, names only: their
+    // other files stay unreadable (so the loader cannot map them), but a
+    // program that scans its own directory works (Python puts a script's
+    // directory on sys.path, and `pip list` scans /usr/bin).
+    let mut dirs: Vec<PathBuf> = inp
+        .allowed
+        .programs
+        .iter()
+        .chain(std::iter::once(&program))
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        rules.push((d, AccessFs::ReadDir.into(), L));
     }
     for p in inp.exec {
         loaders.extend(elf_interpreter(p));
@@ -205,6 +225,7 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
         match kind {
             X => report.execute.push(shown),
             R => report.read.push(shown),
+            L => report.list.push(shown),
             _ => report.write.push(shown),
         }
     }

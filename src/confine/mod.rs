@@ -17,6 +17,7 @@ pub mod cgroup;
 mod error;
 pub mod landlock;
 pub mod probe;
+mod refusal;
 pub mod seccomp;
 mod sys;
 pub mod userns;
@@ -26,6 +27,7 @@ use self::landlock::LandlockReport;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{ConfinementMode, Network, Policy};
 pub use error::ConfineError;
+pub use refusal::{inet_socket_refused, refusal_hint};
 use seccompiler::sock_filter;
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -36,14 +38,17 @@ use std::path::Path;
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub mode: ConfinementMode,
+    /// The network the run has: the policy's, or `none` where
+    /// `loopback` had no network namespace under "best-effort".
+    pub network: Network,
     /// The child is PID 1's child in its own PID namespace: the whole tree
     /// dies with the run.
     pub pid_namespace: bool,
     /// The namespaces were created inside a new user namespace (the caller
     /// lacks CAP_SYS_ADMIN), with the caller's uid and gid mapped 1:1.
     pub user_namespace: bool,
-    /// The run has its own network namespace (no interfaces but a down
-    /// loopback).
+    /// The run has its own network namespace: no interface but loopback,
+    /// which is up with network = "loopback" and down otherwise.
     pub network_namespace: bool,
     /// The run sees a private root holding only its scopes (`view`):
     /// nothing outside the write scopes can change, no socket outside the
@@ -81,6 +86,8 @@ pub struct Guarantees {
     pub metadata: String,
     /// Sockets outside the scopes.
     pub sockets: String,
+    /// No network unless the policy allows it (`none`, `loopback`).
+    pub network: String,
     /// No descendant outlives the run.
     pub tree: String,
     /// One run cannot take the host: memory and tasks of the whole run.
@@ -337,6 +344,7 @@ pub enum Stage {
     Exec = 9,
     MountView = 10,
     Cgroup = 11,
+    Loopback = 12,
 }
 
 impl Stage {
@@ -353,6 +361,7 @@ impl Stage {
             9 => Stage::Exec,
             10 => Stage::MountView,
             11 => Stage::Cgroup,
+            12 => Stage::Loopback,
             _ => return None,
         })
     }
@@ -372,6 +381,9 @@ impl Stage {
             Stage::Exec => "executing the program",
             Stage::MountView => "building the run's private mount view",
             Stage::Cgroup => "joining the run's cgroup",
+            Stage::Loopback => {
+                "bringing up the loopback interface in the run's network namespace (network = \"loopback\")"
+            }
         }
     }
 }
@@ -393,6 +405,9 @@ pub struct Confinement {
     /// Create the namespaces inside a new user namespace, with these maps.
     user_namespace: Option<userns::Maps>,
     want_net_namespace: bool,
+    /// network = "loopback": the guardian brings `lo` up in the run's
+    /// network namespace, and the seccomp filter allows inet sockets.
+    loopback: bool,
     /// The run's cgroup, created before the guardian is cloned; removed by
     /// `finish_cgroup` after the run (or on drop, on every other path).
     cgroup: Option<cgroup::RunCgroup>,
@@ -409,6 +424,46 @@ pub const LOADER_GAP_GUARANTEE: &str = "; NOT held for files the run writes: wit
 
 /// The warning of a run without the mount view, about the same gap.
 pub const LOADER_GAP_WARNING: &str = "the run has no private mount view, so the workspace and the write scopes are not mounted noexec: an ELF file written there can be mapped by the loader (`ld.so ./file`, dlopen, python ctypes) and run, under the run's confinement, although it is not an allowlisted program (Landlock governs execve, not mmap)";
+
+/// Whether the kernel will let a script's interpreter execute: it is one
+/// of the allowed programs (compared as the canonical files Landlock
+/// grants, so `/usr/bin/python3` matches the `python3.11` it links to) or
+/// lies under `scopes.exec`.
+fn interpreter_executes(
+    interp: &std::path::Path,
+    allowed: &landlock::Programs,
+    exec: &[std::path::PathBuf],
+) -> bool {
+    let real = std::fs::canonicalize(interp).unwrap_or_else(|_| interp.to_path_buf());
+    allowed.programs.contains(&real)
+        || exec
+            .iter()
+            .any(|e| interp.starts_with(e) || real.starts_with(e))
+}
+
+/// network = "loopback" without a network namespace (`why` it is
+/// missing): "required" fails closed; "best-effort" warns that the run
+/// has no network instead.
+fn loopback_missing(
+    mode: ConfinementMode,
+    warnings: &mut Vec<String>,
+    why: &str,
+) -> Result<(), ConfineError> {
+    match mode {
+        ConfinementMode::Required => Err(ConfineError::Required {
+            layer: "a network namespace (network = \"loopback\")",
+            why: format!(
+                "{why}, and without one 127.0.0.1 and ::1 cannot be told apart from the host's network (network = \"none\" runs without it)"
+            ),
+        }),
+        _ => {
+            warnings.push(format!(
+                "network = \"loopback\" is not enforced: the run has no network namespace ({why}), so it runs with no network at all, as network = \"none\" (confinement = \"best-effort\")"
+            ));
+            Ok(())
+        }
+    }
+}
 
 /// Fails closed under "required", records a warning under "best-effort".
 fn missing(
@@ -495,8 +550,22 @@ impl Confinement {
         let mode = policy.confinement;
         let off = mode == ConfinementMode::Off;
         let kernel = probe::kernel();
-        let network_allowed = policy.network == Network::Allow;
         let mut warnings = Vec::new();
+        // network = "loopback" is the run's own network namespace with `lo`
+        // up: inet sockets are allowed because only 127.0.0.1 and ::1 exist
+        // there. Without a namespace loopback cannot be told from the
+        // host's network: "required" refuses, "best-effort" runs as "none".
+        let mut network = if off { Network::Allow } else { policy.network };
+        if network == Network::Loopback && !kernel.netns {
+            let why = if kernel.simulated.contains(&"netns") {
+                format!("simulated by {}", probe::SIMULATE_ENV)
+            } else {
+                "the kernel refuses one".to_string()
+            };
+            loopback_missing(mode, &mut warnings, &why)?;
+            network = Network::None;
+        }
+        let network_allowed = network != Network::None;
 
         let mut landlock_report = LandlockReport {
             abi: kernel.landlock_abi,
@@ -531,7 +600,7 @@ impl Confinement {
             landlock = Some(built.fd);
             landlock_report = built.report;
             if let Some(interp) = landlock::script_interpreter(program)
-                && !policy.scopes.exec.iter().any(|e| interp.starts_with(e))
+                && !interpreter_executes(&interp, &allowed, &policy.scopes.exec)
             {
                 warnings.push(format!(
                     "{} is a script run by {}, which this policy does not allow to execute; the kernel will refuse it (add {} to scopes.exec to allow that interpreter for the whole run)",
@@ -578,8 +647,8 @@ impl Confinement {
             }
         }
 
-        let want_net_namespace =
-            !off && !network_allowed && kernel.netns && policy.network_namespace;
+        let want_net_namespace = network == Network::Loopback
+            || network == Network::None && !off && kernel.netns && policy.network_namespace;
         // The decision: without CAP_SYS_ADMIN the kernel refuses a PID (and
         // network) namespace unless it is created together with a user
         // namespace, so an unprivileged caller asks for one. The guardian
@@ -658,11 +727,13 @@ impl Confinement {
             want_pid_namespace: true,
             user_namespace,
             want_net_namespace,
+            loopback: network == Network::Loopback,
             cgroup: run_cgroup,
             warnings,
             loader_gap_noted: false,
             report: Report {
                 mode,
+                network: if off { policy.network } else { network },
                 pid_namespace: false,
                 user_namespace: false,
                 network_namespace: false,
@@ -848,6 +919,30 @@ impl Confinement {
         } else {
             none()
         };
+        g.network = match r.network {
+            _ if off => none(),
+            Network::Allow => "allowed by the policy (network = \"allow\")".into(),
+            Network::Loopback => {
+                "network namespace: loopback only (127.0.0.1, ::1), no other interface".into()
+            }
+            Network::None => {
+                let mut by = Vec::new();
+                if seccomp && !r.seccomp.socket_families.contains(&"inet") {
+                    by.push("seccomp (no inet sockets)");
+                }
+                if r.landlock.restricts.contains(&"tcp-bind-connect") {
+                    by.push("landlock (TCP bind and connect refused)");
+                }
+                if r.network_namespace {
+                    by.push("network namespace (no interface up)");
+                }
+                if by.is_empty() {
+                    none()
+                } else {
+                    by.join(" + ")
+                }
+            }
+        };
         let cgroup = self.cgroup.is_some();
         g.tree = match (pid_ns, cgroup) {
             (true, false) => "pid namespace".into(),
@@ -921,11 +1016,52 @@ impl Confinement {
         }
     }
 
-    /// The kernel refused the extra namespaces: run without them (the
-    /// seccomp socket filter still holds). Returns whether there was
-    /// anything to give up, i.e. whether a retry makes sense.
-    pub fn give_up_extra_namespaces(&mut self) -> bool {
-        std::mem::replace(&mut self.want_net_namespace, false)
+    /// The kernel refused the extra namespaces (`why`): run without them
+    /// (the seccomp socket filter still holds). Returns whether there was
+    /// anything to give up, i.e. whether a retry makes sense. With
+    /// network = "loopback" the namespace is what keeps the run off the
+    /// host's network: "required" refuses (the error), "best-effort" runs
+    /// as network = "none" (seccomp refuses inet sockets) with a warning.
+    pub fn give_up_extra_namespaces(&mut self, why: &str) -> Result<bool, ConfineError> {
+        if !self.want_net_namespace {
+            return Ok(false);
+        }
+        if self.loopback {
+            loopback_missing(self.report.mode, &mut self.warnings, why)?;
+            self.loopback = false;
+            self.report.network = Network::None;
+            let variant = |without_view| seccomp::Variant {
+                network_allowed: false,
+                without_view,
+            };
+            if self.seccomp.is_none() {
+                self.warnings.push(
+                    "without seccomp nothing refuses inet sockets either: the run can reach the host's network".into(),
+                );
+            } else {
+                self.seccomp = seccomp::program(variant(false)).ok();
+                self.seccomp_without_view = seccomp::program(variant(true)).ok();
+                self.report.seccomp.socket_families = family_names(variant(false));
+                if self.seccomp.is_none() || self.seccomp_without_view.is_none() {
+                    return Err(ConfineError::SeccompCompile {
+                        why: "the filter without inet sockets".into(),
+                    });
+                }
+            }
+        }
+        self.want_net_namespace = false;
+        Ok(true)
+    }
+
+    /// Whether the guardian brings `lo` up in the run's network namespace.
+    pub fn loopback_up(&self) -> bool {
+        self.loopback && self.want_net_namespace
+    }
+
+    /// In the guardian, inside the run's network namespace: brings `lo`
+    /// up. Raw system calls only.
+    pub fn bring_up_loopback(&self) -> Result<(), i32> {
+        sys::loopback_up()
     }
 
     /// Records that the guardian was created with `extra_clone_flags`.
@@ -1013,50 +1149,6 @@ fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
         }
     }
     Ok(())
-}
-
-/// A warning for a run that failed the way a kernel refusal looks, naming
-/// the layer that most likely refused; None when the run does not look so.
-pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Option<String> {
-    if exit_code == Some(0) {
-        return None;
-    }
-    let eacces = stderr.contains("Permission denied");
-    let enoent = stderr.contains("No such file or directory");
-    let eperm = stderr.contains("Operation not permitted");
-    let net = stderr.contains("Network is unreachable")
-        || stderr.contains("Address family not supported")
-        || stderr.contains("Cannot assign requested address");
-    let mut hints = Vec::new();
-    if eacces && report.landlock.enforced {
-        hints.push(format!(
-            "\"Permission denied\" inside the run is most likely Landlock: only the allowlisted programs and scopes.exec may be executed, files may be read only under the read scopes, the workspace and those programs, and written only in the workspace, the write scopes and /dev/null{} (widen scopes.read, scopes.write or scopes.exec in the policy if the command really needs more)",
-            if report.landlock.restricts.contains(&"tcp-bind-connect") {
-                "; TCP bind and connect are refused (network = \"none\")"
-            } else {
-                ""
-            }
-        ));
-    }
-    if enoent && report.mount_view {
-        hints.push(
-            "\"No such file or directory\" may be the run's private mount view: only the read, write and exec scopes, the workspace and the allowed programs exist inside it (and Landlock refuses what the view shows beyond the scopes); widen scopes.read or scopes.write in the policy if the command really needs a path outside them".to_string(),
-        );
-    }
-    if eperm && report.seccomp.enforced {
-        hints.push(format!(
-            "\"Operation not permitted\" inside the run is most likely the seccomp filter (refused: {}; sockets: {} only) or dropped capabilities",
-            report.seccomp.denied.join("; "),
-            report.seccomp.socket_families.join(", ")
-        ));
-    }
-    if net && (report.network_namespace || report.seccomp.enforced) {
-        hints.push(
-            "the run has no network (network = \"none\" in the policy): no interfaces, only UNIX sockets"
-                .to_string(),
-        );
-    }
-    (!hints.is_empty()).then(|| hints.join("; "))
 }
 
 fn family_names(v: seccomp::Variant) -> Vec<&'static str> {

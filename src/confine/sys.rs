@@ -92,3 +92,30 @@ pub(crate) fn drop_capabilities() -> Result<(), i32> {
     }
     Ok(())
 }
+
+/// Brings the loopback interface of the calling process's network
+/// namespace up (SIOCSIFFLAGS with IFF_UP), which needs CAP_NET_ADMIN in
+/// the user namespace owning it; the errno on failure.
+pub(crate) fn loopback_up() -> Result<(), i32> {
+    // SAFETY: raw calls on a stack `ifreq`; the socket is closed on every path.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(super::errno());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        let mut r = Ok(());
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) < 0 {
+            r = Err(super::errno());
+        } else {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req) < 0 {
+                r = Err(super::errno());
+            }
+        }
+        libc::close(fd);
+        r
+    }
+}

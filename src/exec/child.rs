@@ -73,6 +73,7 @@ pub(super) fn spawn_guardian(
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &spec.mask, &mut old) };
     let mut r;
     let mut first_err = 0;
+    let mut refused = None;
     loop {
         r = try_clone(spec, confinement);
         if r >= 0 {
@@ -82,16 +83,38 @@ pub(super) fn spawn_guardian(
         if first_err == 0 {
             first_err = e;
         }
-        let why = format!(
-            "the kernel refused a mount namespace: {}",
-            io::Error::from_raw_os_error(e)
-        );
-        if confinement.give_up_extra_namespaces() {
-            continue;
+        let err = io::Error::from_raw_os_error(e);
+        // network = "loopback" needs its network namespace: the mount view
+        // is given up before it.
+        let loopback = confinement.loopback_up();
+        let give_up_net = |c: &mut Confinement| {
+            c.give_up_extra_namespaces(&format!("the kernel refused a network namespace: {err}"))
+        };
+        if !loopback {
+            match give_up_net(confinement) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
         }
-        if spec.view && confinement.give_up_view(&why) {
+        if spec.view
+            && confinement.give_up_view(&format!("the kernel refused a mount namespace: {err}"))
+        {
             spec.view = false;
             continue;
+        }
+        if loopback {
+            match give_up_net(confinement) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
         }
         if spec.pid_ns {
             spec.pid_ns = false;
@@ -101,6 +124,9 @@ pub(super) fn spawn_guardian(
     }
     // SAFETY: restore the parent's mask.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    if let Some(e) = refused {
+        return Err(io::Error::other(e.to_string()));
+    }
     if r < 0 {
         return Err(io::Error::from_raw_os_error(first_err));
     }
@@ -225,6 +251,14 @@ fn guardian_main(
             && let Err(e) = maps.map_ids()
         {
             fail(Stage::UserNamespace, e);
+        }
+        // network = "loopback": `lo` up in the run's own network namespace,
+        // with the capabilities the guardian holds there (the command drops
+        // them before it execs).
+        if confinement.loopback_up()
+            && let Err(e) = confinement.bring_up_loopback()
+        {
+            fail(Stage::Loopback, e);
         }
         if spec.view
             && let Some(view) = confinement.view()

@@ -117,8 +117,13 @@ pub enum ConfinementMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Network {
+    /// No network: UNIX sockets only.
     #[default]
     None,
+    /// 127.0.0.1 and ::1 only: the run's own network namespace, whose
+    /// loopback interface is up and which has no other interface.
+    Loopback,
+    /// The host's network.
     Allow,
 }
 

@@ -924,7 +924,7 @@ impl Interp<'_> {
             format!(
                 "the redirection writes to `{name}`, outside the workspace and the policy's write scopes"
             ),
-            "write inside the workspace (a relative path), or to /dev/null",
+            verify::outside_hint(&self.policy),
         );
         d.offset = Some(offset);
         Err(self.deny(d))

@@ -154,6 +154,17 @@ pub fn normalize(path: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
+/// The hint of `redirect.outside`: where a redirection may write, and how
+/// to write a file there.
+pub fn outside_hint(policy: &Policy) -> String {
+    let mut h = String::from("write inside the workspace (a relative path), or to /dev/null");
+    if let Some(how) = check::hints::write_file(policy) {
+        h.push_str("; ");
+        h.push_str(how);
+    }
+    h
+}
+
 /// Whether an absolute, normalized path may be written by a redirection:
 /// inside the workspace or a write scope, or a harmless device.
 pub fn writable(policy: &Policy, workspace: Option<&Path>, abs: &Path) -> bool {
@@ -612,7 +623,7 @@ impl Verifier<'_> {
                 format!(
                     "the redirection writes to `{target}`, outside the workspace and the policy's write scopes"
                 ),
-                "write inside the workspace (a relative path), or to /dev/null",
+                outside_hint(self.policy),
             );
             d.offset = Some(r.offset);
             d

@@ -71,6 +71,25 @@ pub fn marker(tag: u32) -> String {
     )
 }
 
+/// Processes whose command line contains `needle`, as `pid: cmdline`
+/// (read from /proc, so no procps is needed).
+pub fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
 /// `sleep` processes whose command line contains `needle`, as `pid: cmdline`.
 pub fn sleeps_with(needle: &str) -> Vec<String> {
     let mut found = Vec::new();

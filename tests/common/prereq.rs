@@ -125,6 +125,14 @@ pub fn on_path(program: &str) -> bool {
     })
 }
 
+/// Whether python3 is on the default policies' search path (/usr/local/bin,
+/// /usr/bin, /bin), where a run finds it (the caller's PATH is not used).
+pub fn system_python3() -> bool {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join("python3").exists())
+}
+
 /// True when the test can run: root (when `needs_root`) and every program
 /// on PATH. Otherwise the test is skipped, or fails under CI.
 pub fn ready(test: &str, needs_root: bool, programs: &[&str]) -> bool {

@@ -385,20 +385,17 @@ fn fork_bomb_ends_at_the_deadline_with_nothing_left() {
     assert_eq!(s(&r, "status"), "timedOut", "{r}");
     assert_eq!(out.status.code(), Some(124));
     assert!(took < Duration::from_secs(30), "took {took:?}");
-    // Nothing of the bomb survives the run.
-    let mut left = String::new();
+    // Nothing of the bomb survives the run (a /proc scan: procps may be
+    // missing).
+    let mut left = Vec::new();
     for _ in 0..20 {
-        let o = Command::new("pgrep")
-            .args(["-f", &marker])
-            .output()
-            .unwrap();
-        left = String::from_utf8_lossy(&o.stdout).into_owned();
-        if left.trim().is_empty() {
+        left = common::processes_with(&marker);
+        if left.is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(left.trim().is_empty(), "left behind: {left}");
+    assert!(left.is_empty(), "left behind: {left:?}");
     // And the machine still starts processes.
     let r = run_in(&policy("", ""), None, "cat /proc/self/status");
     assert_eq!(r["exitCode"], 0, "{r}");
@@ -563,4 +560,133 @@ fn report_names_what_was_enforced() {
         "{r}"
     );
     assert_eq!(r["confinement"]["capabilitiesDropped"], true, "{r}");
+}
+
+/// A server and a client in one run, on 127.0.0.1 (and ::1 where the host
+/// has it); then connections to the host's own loopback and to an address
+/// outside, which must fail. argv: the host's loopback port, then
+/// HOST:PORT addresses outside the run.
+const LOOPBACK_PY: &str = r#"
+import socket, sys, threading
+def pair(family, addr):
+    s = socket.socket(family); s.bind((addr, 0)); s.listen(1)
+    def serve():
+        c, _ = s.accept(); c.sendall(b"pong"); c.close()
+    threading.Thread(target=serve).start()
+    c = socket.create_connection((addr, s.getsockname()[1]), timeout=5)
+    return c.recv(4).decode()
+print("v4", pair(socket.AF_INET, "127.0.0.1"))
+if sys.argv[1] == "v6":
+    print("v6", pair(socket.AF_INET6, "::1"))
+for addr in sys.argv[2:]:
+    h, p = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((h, int(p)), timeout=3)
+        print(addr, "reached")
+    except OSError as e:
+        print(addr, "failed")
+"#;
+
+#[test]
+fn network_loopback_reaches_127_0_0_1_inside_the_run_and_nothing_else() {
+    if !common::system_python3() {
+        common::unavailable(
+            "network_loopback_reaches_127_0_0_1_inside_the_run_and_nothing_else",
+            "needs python3 in /usr/bin",
+        );
+        return;
+    }
+    let p = policy_allowing(
+        "[commands]\nallow = [\"python3\"]",
+        "network = \"loopback\"",
+        "",
+    );
+    // The host's own loopback and an address outside: a listener on each
+    // that the run must not reach.
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let v6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    let outside = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|u| u.connect("192.0.2.1:9").map(|()| u))
+        .and_then(|u| u.local_addr())
+        .ok()
+        .map(|a| a.ip())
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+    let out_listener = outside.and_then(|ip| std::net::TcpListener::bind((ip, 0)).ok());
+    let mut addrs = vec![format!("127.0.0.1:{host_port}"), "192.0.2.1:80".to_string()];
+    if let Some(l) = &out_listener {
+        addrs.push(l.local_addr().unwrap().to_string());
+    }
+    let ws = workspace();
+    std::fs::write(ws.path().join("loop.py"), LOOPBACK_PY).unwrap();
+    let cmd = format!(
+        "python3 loop.py {} {}",
+        if v6 { "v6" } else { "no-v6" },
+        addrs.join(" ")
+    );
+    let r = run_in(&p, Some(ws.path()), &cmd);
+    let mut want = String::from("v4 pong\n");
+    if v6 {
+        want.push_str("v6 pong\n");
+    }
+    for a in &addrs {
+        want.push_str(&format!("{a} failed\n"));
+    }
+    assert_eq!(s(&r, "stdout"), want, "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert!(
+        tcp_received(&host).is_none(),
+        "the host's loopback was reached"
+    );
+    let c = &r["confinement"];
+    assert_eq!(c["network"], "loopback", "{r}");
+    assert_eq!(c["networkNamespace"], true, "{r}");
+    assert!(
+        s(&c["guarantees"], "network").starts_with("network namespace: loopback only"),
+        "{r}"
+    );
+
+    // Without a network namespace loopback cannot be told from the host's
+    // network: "required" refuses, naming it, and nothing runs.
+    let out = Command::new(bin())
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "python3 -c 'open(\"ran\", \"w\")'"])
+        .env(agent_rsh::confine::probe::SIMULATE_ENV, "netns")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s(&r, "status"), "failed", "{r}");
+    assert!(
+        s(&r, "error").contains("a network namespace (network = \"loopback\") is not available"),
+        "{r}"
+    );
+    assert!(!ws.path().join("ran").exists(), "the command ran");
+    // "best-effort" runs with no network, and says so.
+    let p = policy_allowing(
+        "[commands]\nallow = [\"python3\"]",
+        "network = \"loopback\"\nconfinement = \"best-effort\"",
+        "",
+    );
+    let out = Command::new(bin())
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "python3 loop.py no-v6"])
+        .env(agent_rsh::confine::probe::SIMULATE_ENV, "netns")
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_ne!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["confinement"]["network"], "none", "{r}");
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("network = \\\"loopback\\\" is not enforced"),
+        "{r}"
+    );
 }

@@ -1106,3 +1106,49 @@ fn compound_commands_run_through_the_same_interpreter() {
     );
     assert_eq!(res["structuredContent"]["denial"]["offset"], 5);
 }
+
+#[test]
+fn the_run_description_follows_the_policy_syntax() {
+    // Compound (the default): what works, and how to write a file.
+    let mut s = Server::start(None);
+    let r = s.call(json!(1), "tools/list", json!({}));
+    let run = r["result"]["tools"][0]["description"].as_str().unwrap();
+    for said in [
+        "pipes, `;`, `&&`",
+        "`cd` works inside the workspace",
+        "redirections may write inside the workspace",
+        "To write a file, use a here-document with a quoted delimiter: `cat <<'EOF' > FILE`",
+    ] {
+        assert!(run.contains(said), "{said:?} missing: {run}");
+    }
+    assert!(!run.contains("are refused (quote"), "{run}");
+    assert!(!run.contains("There is no `cd`"), "{run}");
+    // What the description teaches works.
+    let r = s.call(
+        json!(2),
+        "tools/call",
+        json!({"name": "run", "arguments": {"command": "cat <<'EOF' > f.txt\nx=$HOME `id`\nEOF\ncat f.txt"}}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"], "x=$HOME `id`\n",
+        "{r}"
+    );
+
+    // Simple: the strict contract, stated as such.
+    let p = policy("syntax = \"simple\"\n[commands]\nallow = [\"tee\", \"cat\"]\n");
+    let mut s = Server::start(Some(&p));
+    let r = s.call(json!(1), "tools/list", json!({}));
+    let run = r["result"]["tools"][0]["description"].as_str().unwrap();
+    assert!(
+        run.contains(
+            "pipes, redirection, globs, variables, `;`, `&&` and command substitution are refused"
+        ),
+        "{run}"
+    );
+    assert!(
+        run.contains("There is no `cd`: give the directory as `cwd`"),
+        "{run}"
+    );
+    assert!(run.contains("give its content as `stdin`"), "{run}");
+    assert!(!run.contains("here-document"), "{run}");
+}

@@ -788,6 +788,56 @@ fn refusals_give_hints_a_model_can_act_on() {
 }
 
 #[test]
+fn compound_refusals_teach_the_here_document_and_list_programs_inline() {
+    let p = policy("[commands]\nallow = [\"ls\", \"cat\", \"echo\"]\n");
+    let run = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(cmd)
+            .assert()
+            .code(126);
+        json(&out.get_output().stdout)
+    };
+    // A redirection outside the workspace, static and after expansion:
+    // the hint says how to write a file where writing is allowed.
+    for cmd in ["echo hi > /etc/notes.txt", "f=/etc/notes.txt; echo hi > $f"] {
+        let r = run(cmd);
+        assert_eq!(r["denial"]["rule"], "redirect.outside", "{r}");
+        let h = r["denial"]["hint"].as_str().unwrap();
+        assert!(
+            h.contains("a relative path")
+                && h.contains("`cat <<'EOF' > FILE`, then the file's lines, then a line `EOF`"),
+            "{h}"
+        );
+    }
+    // What the hint teaches runs.
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg("cat <<'EOF' > notes.txt\n$x `y`\nEOF\ncat notes.txt")
+        .assert()
+        .success()
+        .stdout("$x `y`\n");
+    // A long allowlist: the nearest programs, and nothing the caller
+    // cannot run itself.
+    let mut names: Vec<String> = (0..60).map(|i| format!("\"tool{i:02}\"")).collect();
+    names.extend(["\"python3\"", "\"pytest\""].map(String::from));
+    let long = policy(&format!("[commands]\nallow = [{}]\n", names.join(", ")));
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&long.path)
+        .arg("python -V")
+        .assert()
+        .code(126);
+    let d = json(&out.get_output().stdout)["denial"].clone();
+    let h = d["hint"].as_str().unwrap();
+    assert!(h.contains("nearest allowed: python3, pytest"), "{h}");
+    assert!(h.ends_with("(62 in all)"), "{h}");
+    assert!(!h.contains("policy show"), "{h}");
+}
+
+#[test]
 fn without_network_tools_are_offline_and_a_failed_lookup_says_why() {
     let p = policy("[commands]\nallow = [\"env\", \"git\"]\n");
     let out = agent()
@@ -934,4 +984,144 @@ fn a_repository_workspace_stays_clean_and_git_takes_its_identity_from_the_policy
         "Agent <agent@example.org>"
     );
     assert_eq!(git(&["status", "--porcelain", "--ignored"]), "");
+}
+
+#[test]
+fn a_script_warns_only_when_its_interpreter_cannot_execute() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::unavailable(
+            "a_script_warns_only_when_its_interpreter_cannot_execute",
+            "needs /usr/bin/python3",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hello");
+    std::fs::write(
+        &script,
+        "#!/usr/bin/python3\nprint('hello from a script')\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = script.canonicalize().unwrap();
+    let body = |allow: &str| {
+        format!(
+            "[commands]\nallow = [{allow}{:?}]\n[scopes]\nread = [\"/usr\", \"/lib\", \"/lib64\", \"/etc\", {:?}]\n",
+            script.display().to_string(),
+            dir.path().canonicalize().unwrap().display().to_string()
+        )
+    };
+    let run = |p: &TestPolicy| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(&script)
+            .output()
+            .unwrap();
+        json(&out.stdout)
+    };
+    let is_warning = |w: &Value| w.as_str().unwrap().contains("is a script run by");
+    // The interpreter is allowed: the script runs, and nothing says it will not.
+    let p = policy(&body("\"python3\", "));
+    let r = run(&p);
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["stdout"], "hello from a script\n", "{r}");
+    assert!(
+        !r["warnings"].as_array().unwrap().iter().any(is_warning),
+        "{r}"
+    );
+    // It is not: the warning names the interpreter, and the kernel refuses.
+    let p = policy(&body(""));
+    let r = run(&p);
+    assert_ne!(r["exitCode"], 0, "{r}");
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter()
+            .any(|w| is_warning(w) && w.as_str().unwrap().contains("/usr/bin/python3")),
+        "{r}"
+    );
+}
+
+#[test]
+fn kernel_refusal_warnings_name_the_path_or_program() {
+    let p = policy("[commands]\nallow = [\"bash\", \"cat\", \"python3\"]\n");
+    let warnings = |cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg(cmd)
+            .output()
+            .unwrap();
+        let r = json(&out.stdout);
+        assert_ne!(r["exitCode"], 0, "{r}");
+        let w: Vec<String> = r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect();
+        (w, r)
+    };
+    // A program the kernel refuses to execute: the shell names it.
+    let (w, r) = warnings("cat <<'EOF' > s.sh\nid\nEOF\nbash s.sh");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("\"Permission denied\" for /usr/bin/id")
+                && w.contains("allow `id` in commands.allow")),
+        "{r}"
+    );
+    // A relative file that is not there is not the kernel's doing.
+    let (w, r) = warnings("cat missing.txt");
+    assert!(w.is_empty(), "{r}");
+    if !common::system_python3() {
+        common::unavailable(
+            "kernel_refusal_warnings_name_the_path_or_program",
+            "needs python3",
+        );
+        return;
+    }
+    // A directory Landlock does not let it read, as Python names it.
+    let (w, r) = warnings("cat <<'EOF' > t.py\nimport os\nos.listdir('/etc')\nEOF\npython3 t.py");
+    assert!(
+        w.iter().any(
+            |w| w.contains("\"Permission denied\" for /etc inside the run")
+                && w.contains("add /etc to scopes.read")
+        ),
+        "{r}"
+    );
+    // An inet socket with network = "none": the network is off, not a
+    // mysterious EPERM.
+    let (w, r) = warnings("cat <<'EOF' > t.py\nimport socket\nsocket.socket()\nEOF\npython3 t.py");
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("network is off by the policy (network = \"none\")")),
+        "{r}"
+    );
+    assert!(
+        !w.iter()
+            .any(|w| w.contains("most likely the seccomp filter")),
+        "{r}"
+    );
+}
+
+#[test]
+fn the_allowed_programs_directories_list_but_their_other_files_stay_unreadable() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::unavailable(
+            "the_allowed_programs_directories_list_but_their_other_files_stay_unreadable",
+            "needs /usr/bin/python3",
+        );
+        return;
+    }
+    // What `pip list` does with /usr/bin (a script's directory is on
+    // sys.path), and what it must not gain: reading another program.
+    let p = policy("[commands]\nallow = [\"python3\", \"cat\"]\n");
+    let script = "import os\nprint('python3' in os.listdir('/usr/bin'))\ntry:\n    open('/usr/bin/id', 'rb')\nexcept PermissionError as e:\n    print('refused', e.filename)\n";
+    agent()
+        .args(["run", "--policy"])
+        .arg(&p.path)
+        .arg(format!("cat <<'EOF' > t.py\n{script}EOF\npython3 t.py"))
+        .assert()
+        .success()
+        .stdout("True\nrefused /usr/bin/id\n");
 }

@@ -125,6 +125,7 @@ fn lists_cd_and_fallbacks() {
 #[test]
 fn multi_line_python() {
     if !python3() {
+        crate::common::unavailable("multi_line_python", "needs /usr/bin/python3");
         return;
     }
     // The inline-code rule is the policy's business, not the syntax's.

@@ -50,6 +50,10 @@ struct Gen {
     pending: Vec<String>,
     loops: usize,
     piped: usize,
+    /// The script began with `cd .`, which sets OLDPWD, so `cd -` works
+    /// (without it `cd -` fails with a shell message, which differs from
+    /// bash's by design).
+    oldpwd: bool,
 }
 
 /// Files commands read and write (`sub` holds the same ones, so a `cd sub`
@@ -154,7 +158,7 @@ impl Gen {
     }
 
     fn redirect(&mut self) -> String {
-        match self.r.below(12) {
+        match self.r.below(18) {
             0 => format!("> {}", self.file()),
             1 => format!(">> {}", self.file()),
             2 => "2>/dev/null".into(),
@@ -179,6 +183,23 @@ impl Gen {
                     "<<EOF".into()
                 }
             }
+            11 => format!(">| {}", self.file()),
+            12 => format!("2>> {}", self.file()),
+            13 => format!("&>> {}", self.file()),
+            // stdout and stderr swapped through fd 3, which is closed after.
+            14 => "3>&1 1>&2 2>&3 3>&-".into(),
+            15 => format!("3< {} 0<&3", self.r.pick(INPUTS)),
+            16 => {
+                // Leading tabs of the body and the delimiter line go.
+                let quoted = self.r.chance(50);
+                self.pending
+                    .push("\tbody $X `echo q`\n\t\tline 2\n  spaces stay\n\tEOF".to_string());
+                if quoted {
+                    "<<-'EOF'".into()
+                } else {
+                    "<<-EOF".into()
+                }
+            }
             _ => "1>&2".into(),
         }
     }
@@ -188,7 +209,7 @@ impl Gen {
         if self.r.chance(8) {
             s.push_str(&format!("{}={} ", self.r.pick(VARS), self.word_simple()));
         }
-        let cmd = match self.r.below(26) {
+        let cmd = match self.r.below(29) {
             0..=3 => format!("echo {}", self.words(3)),
             4 => format!("echo -n {}", self.words(2)),
             5 => format!("printf '%s\\n' {}", self.words(3)),
@@ -234,6 +255,11 @@ impl Gen {
             ),
             23 => format!("{}={}", self.r.pick(VARS), self.word()),
             24 => format!("export {}={}", self.r.pick(VARS), self.word_simple()),
+            // It prints where it goes.
+            25 if self.oldpwd => "cd -".into(),
+            26 => format!("unset {}", self.r.pick(VARS)),
+            // Rarely: it ends the script (or its subshell, or its stage).
+            27 if self.r.chance(30) => format!("exit {}", self.r.pick(&["0", "1", "3"])),
             _ => format!("echo {} {}", self.word(), self.word()),
         };
         s.push_str(&cmd);
@@ -249,7 +275,7 @@ impl Gen {
             return self.simple();
         }
         self.depth += 1;
-        let c = match self.r.below(8) {
+        let c = match self.r.below(9) {
             0 => format!("{{ {}; }}", self.list(2)),
             1 => format!("( {} )", self.list(2)),
             2 => format!(
@@ -279,6 +305,14 @@ impl Gen {
                 self.loops += 1;
                 "while test ! -f stop; do touch stop; echo looped; done".to_string()
             }
+            7 if self.loops < 2 => {
+                self.loops += 1;
+                format!(
+                    "until test -f {f}; do touch {f}; echo {}; done",
+                    self.word(),
+                    f = self.r.pick(&["stop", "halt"])
+                )
+            }
             _ => self.simple(),
         };
         self.depth -= 1;
@@ -292,7 +326,7 @@ impl Gen {
     fn redirect_no_heredoc(&mut self) -> String {
         loop {
             let r = self.redirect();
-            if !r.starts_with("<<'") && !r.starts_with("<<E") {
+            if !r.starts_with("<<") || r.starts_with("<<<") {
                 return r;
             }
             self.pending.pop();
@@ -368,6 +402,10 @@ impl Gen {
 
     fn script(&mut self) -> String {
         let mut lines = Vec::new();
+        if self.r.chance(40) {
+            lines.push("cd .".to_string());
+            self.oldpwd = true;
+        }
         if self.r.chance(10) {
             let set = self
                 .r
@@ -515,6 +553,7 @@ fn compare(seed: u64, policy: &Path) -> Result<(), String> {
         pending: Vec::new(),
         loops: 0,
         piped: 0,
+        oldpwd: false,
     };
     let script = g.script();
     // One directory, used by bash and then, reset, by agent-rsh: paths
@@ -616,6 +655,7 @@ fn generated_scripts_are_valid_bash() {
             pending: Vec::new(),
             loops: 0,
             piped: 0,
+            oldpwd: false,
         };
         let script = g.script();
         let out = Command::new("bash")
@@ -629,6 +669,39 @@ fn generated_scripts_are_valid_bash() {
         );
     }
     let _ = PROGRAMS;
+    // Every production shows up in the default run's first seeds.
+    let scripts: Vec<String> = (1..2000u64)
+        .map(|seed| {
+            Gen {
+                r: Rng::new(seed),
+                depth: 0,
+                pending: Vec::new(),
+                loops: 0,
+                piped: 0,
+                oldpwd: false,
+            }
+            .script()
+        })
+        .collect();
+    for construct in [
+        ">| ",
+        "2>> ",
+        "&>> ",
+        "3>&1 1>&2 2>&3 3>&-",
+        " 0<&3",
+        "<<-'EOF'",
+        "<<-EOF",
+        "\n\tEOF",
+        "cd -",
+        "unset ",
+        "exit ",
+        "until test",
+    ] {
+        assert!(
+            scripts.iter().any(|s| s.contains(construct)),
+            "no generated script has {construct:?}"
+        );
+    }
 }
 
 /// bash's own reading of a script's structure: the body of `declare -f`
@@ -703,6 +776,7 @@ fn scripts_parse_as_bash_parses_them() {
             pending: Vec::new(),
             loops: 0,
             piped: 0,
+            oldpwd: false,
         };
         let script = g.script();
         if let Err(e) = same_structure(&script) {

@@ -1,13 +1,13 @@
 //! The `run` tool: one checked, confined command through `engine::execute`.
 
 use super::{Annotations, ArgError, CallEnv, Context, Tool, ToolResult, Work};
-use crate::check::Request;
+use crate::check::{Request, hints};
 use crate::engine::{self, RunOptions};
 use crate::mcp::progress::ProgressSink;
 use crate::mcp::render::{nonce, render_text};
 use crate::plan::StdinMode;
-use crate::policy::Policy;
 use crate::policy::mcp::MIN_TEXT_BYTES;
+use crate::policy::{Policy, Syntax};
 use crate::result::{Encoding, RunResult, Status};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -39,8 +39,9 @@ pub const TOOL: Tool = Tool {
 pub struct RunArgs {
     /// The command line, e.g. "grep -rn 'a|b' src".
     command: String,
-    /// Working directory, relative to the workspace root (there is no
-    /// `cd`: give the directory here).
+    /// Working directory, relative to the workspace root: where the
+    /// command line starts (with the simple syntax, where there is no
+    /// `cd`, the only way to choose it).
     cwd: Option<String>,
     /// Variables to set for the command (NAME: value); the policy refuses
     /// dangerous names.
@@ -63,15 +64,16 @@ pub struct RunArgs {
 
 fn description(ctx: &Context) -> String {
     let policy = &ctx.policy;
-    let mut d = String::from(
-        "Run one command line, checked against the policy and confined by the kernel. \
-         The line is split into words with bash's quoting rules, but no shell runs it: \
-         pipes, redirection, globs, variables, `;`, `&&` and command substitution are refused \
-         (quote such characters to pass them as text). There is no `cd`: give the directory \
-         as `cwd`. To write a file, give its content as `stdin` to a program that writes it \
-         (e.g. `tee FILE`, when allowed). Output, exit code and duration come back; \
-         a refusal names the rule and says what to do instead.",
-    );
+    let mut d = String::from(match policy.syntax {
+        Syntax::Compound => COMPOUND,
+        Syntax::Simple => SIMPLE,
+    });
+    if policy.syntax == Syntax::Compound
+        && let Some(how) = hints::write_file(policy)
+    {
+        // "to write a file, ..." as a sentence.
+        let _ = write!(d, " T{}.", &how[1..]);
+    }
     d.push_str(&allowed_programs(policy));
     let _ = write!(
         d,
@@ -89,6 +91,27 @@ fn description(ctx: &Context) -> String {
     }
     d
 }
+
+/// What `run` takes with `syntax = "compound"`: a script, read as bash
+/// reads it.
+const COMPOUND: &str = "Run a command line, checked against the policy and confined by the kernel. \
+     It is read as `bash -c` reads it and run by agent-rsh itself (no shell is started): \
+     pipes, `;`, `&&`, `||`, `( )`, `{ }`, if/for/while/case, variables, globs, `$(...)` and \
+     here-documents work; `cd` works inside the workspace; redirections may write inside the \
+     workspace (relative paths) and to /dev/null. Every command is checked: a refusal found \
+     before running refuses the whole line, and nothing runs. Background `&`, functions, \
+     `eval` and `source` are refused. `cwd` is the directory the line starts in. Output, \
+     exit code and duration come back (`commands` lists every command run, with its exit \
+     code); a refusal names the rule and says what to do instead.";
+
+/// What `run` takes with `syntax = "simple"`: one literal command.
+const SIMPLE: &str = "Run one command line, checked against the policy and confined by the kernel. \
+     The line is split into words with bash's quoting rules, but no shell runs it: \
+     pipes, redirection, globs, variables, `;`, `&&` and command substitution are refused \
+     (quote such characters to pass them as text). There is no `cd`: give the directory \
+     as `cwd`. To write a file, give its content as `stdin` to a program that writes it \
+     (e.g. `tee FILE`, when allowed). Output, exit code and duration come back; \
+     a refusal names the rule and says what to do instead.";
 
 /// The deadline of a call that names none: short enough that the answer
 /// (a timeout says so) reaches a client before its own request timeout
@@ -261,7 +284,7 @@ mod tests {
             s["properties"]["cwd"]["description"]
                 .as_str()
                 .unwrap()
-                .contains("no `cd`")
+                .contains("the simple syntax")
         );
         let o = super::super::output_schema::<RunResult>();
         assert_eq!(o["properties"]["schema"]["const"], crate::result::SCHEMA);
