@@ -5,7 +5,14 @@
 //! and the job supervisor pay per run), and through the binary (what one
 //! `agent-rsh run` pays, process start and one-time probes included).
 //!
+//! Through the binary, the layers that can be taken away one at a time
+//! (the simulation seam) are paired too: the run's cgroup, and the mount
+//! view (wall and CPU time: building the view is work in the guardian).
+//!
 //! `cargo bench --bench confine_cost` (N=... sets the number of pairs).
+
+#[path = "common/stats.rs"]
+mod stats;
 
 use agent_rsh::check::{CommandInput, Request};
 use agent_rsh::engine::{self, RunOptions};
@@ -98,8 +105,8 @@ fn main() {
     let ws = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     for _ in 0..n {
-        let c =
-            agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), true).expect("prepare");
+        let c = agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), None, true)
+            .expect("prepare");
         drop(c);
     }
     println!(
@@ -127,7 +134,7 @@ fn main() {
     let plan = agent_rsh::check::admit(&default, &ls, None).expect("ls is allowed");
     let t = Instant::now();
     for _ in 0..n {
-        let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), true)
+        let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), None, true)
             .expect("prepare");
         drop(c);
     }
@@ -188,4 +195,28 @@ fn main() {
         }
         report("binary, without vs with the run's cgroup", a, b);
     }
+
+    // The mount view: the same required run without it (the seam, as a
+    // container's profile takes it away) and with it; wall time, and the
+    // CPU time of agent-rsh and everything it reaped.
+    let timed = |simulate: &str| {
+        let cpu = stats::children_cpu();
+        let wall = spawn_env(&p_on, simulate);
+        (wall, stats::children_cpu().saturating_sub(cpu))
+    };
+    let (mut a, mut b, mut ca, mut cb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n.min(100) {
+        let (w, c) = timed("mountns");
+        a.push(w);
+        ca.push(c.as_secs_f64() * 1e6);
+        let (w, c) = timed("");
+        b.push(w);
+        cb.push(c.as_secs_f64() * 1e6);
+    }
+    report("binary, without vs with the mount view", a, b);
+    let ((ma, qa1, qa3), (mb, qb1, qb3)) = (stats::quartiles(&ca), stats::quartiles(&cb));
+    println!(
+        "  CPU time (agent-rsh and its children)      off {ma:>8.1} us   on {mb:>8.1} us   added {:+.1} us   (quartiles {qa1:.0}-{qa3:.0} / {qb1:.0}-{qb3:.0} us)",
+        mb - ma
+    );
 }

@@ -25,8 +25,12 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         0
     };
     let pid_flags = libc::CLONE_NEWPID as libc::c_ulong | userns_flag;
-    let (pidns, _) = probe::try_namespaces(pid_flags);
-    let (netns, netns_cost) = if k.netns {
+    // The simulation seam takes the PID namespace away as a run sees it
+    // (its clone then fails, and the run steps down to no namespace at
+    // all: no network namespace, no mount view either).
+    let pidns_simulated = k.simulated.contains(&"pidns");
+    let pidns = !pidns_simulated && probe::try_namespaces(pid_flags).0;
+    let (netns, netns_cost) = if k.netns && pidns {
         probe::try_namespaces(pid_flags | libc::CLONE_NEWNET as libc::c_ulong)
     } else {
         (false, Duration::ZERO)
@@ -37,16 +41,10 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
     } else {
         confine::cgroup::probe().map_err(|e| e.to_string())
     };
-    let mountns = !k.simulated.contains(&"mountns")
-        && probe::try_namespaces(
-            pid_flags
-                | if pidns {
-                    libc::CLONE_NEWNS as libc::c_ulong
-                } else {
-                    0
-                },
-        )
-        .0;
+    // A run keeps its mount view only together with its PID namespace.
+    let mountns = pidns
+        && !k.simulated.contains(&"mountns")
+        && probe::try_namespaces(pid_flags | libc::CLONE_NEWNS as libc::c_ulong).0;
 
     // A run of agent-rsh itself in a scratch directory stands in for any
     // command: the layers do not depend on which program runs.
@@ -58,6 +56,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         Duration::from_millis(policy.limits.timeout_ms),
         false,
         &scratch,
+        None,
         true,
     );
     let off = policy.confinement == ConfinementMode::Off;
@@ -71,11 +70,15 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         prepared = Err(e);
     }
     if let Ok(c) = prepared.as_mut() {
-        if !(mountns && pidns) {
+        if !pidns {
+            c.give_up_view("a run without a PID namespace has no mount view either");
+        } else if !mountns {
             c.give_up_view("this kernel or account refuses a mount namespace here");
         }
         if !pidns && !off {
-            c.note_no_pid_namespace(&if user_ns_needed {
+            c.note_no_pid_namespace(&if pidns_simulated {
+                format!("simulated by {}", probe::SIMULATE_ENV)
+            } else if user_ns_needed {
                 format!(
                     "agent-rsh runs without CAP_SYS_ADMIN and {}",
                     confine::userns::blocker(k.simulated.contains(&"userns"))

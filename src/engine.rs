@@ -79,12 +79,17 @@ pub fn execute(
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };
+    // A persistent workspace is refused again, on the directory actually
+    // opened (the check above resolved the path once already; a symlink
+    // swapped since then must not make it a system directory).
     let ws = match &opts.workspace {
-        Some(dir) => Workspace::persistent(dir),
-        None => Workspace::fresh(policy.workspace.parent.as_deref()),
+        Some(dir) => Workspace::persistent(dir, policy.origin.as_deref()),
+        None => Workspace::fresh(policy.workspace.parent.as_deref())
+            .map_err(crate::workspace::OpenError::Io),
     };
     let mut ws = match ws {
         Ok(ws) => ws,
+        Err(crate::workspace::OpenError::Refused(d)) => return RunResult::denied(command, d),
         Err(e) => return RunResult::failed(command, format!("cannot create the workspace: {e}")),
     };
     let cwd = match ws.resolve_cwd(&plan.cwd) {
@@ -143,6 +148,7 @@ pub fn execute(
         confine_policy,
         &plan,
         ws.root(),
+        ws.identity(),
         ws.is_fresh() && !opts.keep,
     ) {
         Ok(c) => c,

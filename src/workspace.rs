@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 /// A workspace; a fresh one is removed on drop unless kept.
 pub struct Workspace {
     root: PathBuf,
+    /// A persistent workspace: the directory opened once, whose canonical
+    /// path the system-directory refusal was applied to, held for the run
+    /// (its inode stays the one `identity` names).
+    held: Option<(std::os::fd::OwnedFd, DirId)>,
     temp: Option<tempfile::TempDir>,
     /// A shared flock on a fresh workspace while its run lives, so
     /// `jobs --gc` can tell a crashed run's leftover from a live one.
@@ -110,27 +114,40 @@ impl Workspace {
         }
         Ok(Workspace {
             root,
+            held: None,
             temp: Some(dir),
             _in_use: in_use,
         })
     }
 
-    /// An existing directory that outlives the run.
-    pub fn persistent(dir: &Path) -> io::Result<Workspace> {
-        let root = dir
-            .canonicalize()
-            .map_err(|e| io::Error::new(e.kind(), format!("workspace {}: {e}", dir.display())))?;
-        if !root.is_dir() {
-            return Err(io::Error::other(format!(
-                "workspace {} is not a directory",
-                dir.display()
-            )));
-        }
+    /// An existing directory that outlives the run. It is opened once;
+    /// the refusal of `refuse_system` (a system directory, an ancestor of
+    /// `policy_file`) applies to the canonical path of the directory
+    /// actually opened, which the run then uses: a symlink swapped after
+    /// an earlier check cannot make it another directory. `identity` lets
+    /// each later use (the Landlock rule, the mount view's bind) make sure
+    /// it reaches this same directory.
+    pub fn persistent(dir: &Path, policy_file: Option<&Path>) -> Result<Workspace, OpenError> {
+        let io = |e: io::Error| {
+            OpenError::Io(io::Error::new(
+                e.kind(),
+                format!("workspace {}: {e}", dir.display()),
+            ))
+        };
+        let (fd, id) = open_dir(dir).map_err(io)?;
+        let root = held_path(&fd, id).map_err(io)?;
+        refuse_canonical(dir, &root, policy_file).map_err(OpenError::Refused)?;
         Ok(Workspace {
             root,
+            held: Some((fd, id)),
             temp: None,
             _in_use: None,
         })
+    }
+
+    /// The device and inode of a persistent workspace's directory.
+    pub fn identity(&self) -> Option<DirId> {
+        self.held.as_ref().map(|(_, id)| *id)
     }
 
     /// Whether the workspace was made for this run (and is removed after
@@ -254,22 +271,97 @@ fn system_reason(dir: &Path) -> Option<String> {
     None
 }
 
+/// The device and inode of a directory: what makes it the same one at
+/// each use, whatever its path names by then.
+pub type DirId = (u64, u64);
+
+/// Why a persistent workspace cannot be used.
+#[derive(Debug)]
+pub enum OpenError {
+    /// It cannot be opened, or is not a directory.
+    Io(io::Error),
+    /// It is a system directory or holds the policy (`workspace.system`).
+    Refused(Denial),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Io(e) => write!(f, "{e}"),
+            OpenError::Refused(d) => write!(f, "{}", d.reason),
+        }
+    }
+}
+
+/// Opens `dir` (following symlinks, once) as an O_PATH directory fd.
+fn open_dir(dir: &Path) -> io::Result<(std::os::fd::OwnedFd, DirId)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open with a NUL-terminated path; the fd is owned from here.
+    let fd = unsafe {
+        let fd = libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::ENOTDIR) {
+                io::Error::other("not a directory")
+            } else {
+                e
+            });
+        }
+        std::os::fd::OwnedFd::from_raw_fd(fd)
+    };
+    // SAFETY: fstat into a zeroed stack struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((fd, (st.st_dev, st.st_ino)))
+}
+
+/// The canonical path of the directory `fd` holds, as the kernel names
+/// what it opened (/proc/self/fd), checked to name that very directory.
+fn held_path(fd: &std::os::fd::OwnedFd, id: DirId) -> io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    let same = path.is_absolute()
+        && std::fs::metadata(&path).is_ok_and(|m| m.is_dir() && (m.dev(), m.ino()) == id);
+    if !same {
+        return Err(io::Error::other(
+            "the directory was moved or replaced while it was being opened; try again",
+        ));
+    }
+    Ok(path)
+}
+
 /// Refuses a persistent workspace (`--workspace`, the login shell's home)
 /// that is `/`, a system directory, an ancestor of the policy file, or a
 /// symlink to one of these: the workspace becomes the run's write scope, so
 /// any of them would hand the system (or the policy) to the command.
 /// A directory that does not exist passes here; opening it fails later.
+/// `Workspace::persistent` applies the same refusal to the directory it
+/// opened, which is what the run uses.
 pub fn refuse_system(dir: &Path, policy_file: Option<&Path>) -> Result<(), Denial> {
     let Ok(real) = dir.canonicalize() else {
         return Ok(());
     };
+    refuse_canonical(dir, &real, policy_file)
+}
+
+/// `refuse_system` for `dir` whose canonical path is `real`.
+fn refuse_canonical(dir: &Path, real: &Path, policy_file: Option<&Path>) -> Result<(), Denial> {
     let shown = if real == dir {
         format!("{}", dir.display())
     } else {
         format!("{} (which is {})", dir.display(), real.display())
     };
     let hint = "use a project directory of your own (under /home, /srv or /tmp, for instance), or leave --workspace out for a fresh private one per run";
-    if let Some(why) = system_reason(&real) {
+    if let Some(why) = system_reason(real) {
         return Err(Denial::new(
             "workspace.system",
             format!("the workspace {shown} is {why}; a run may change everything in its workspace"),
@@ -278,7 +370,7 @@ pub fn refuse_system(dir: &Path, policy_file: Option<&Path>) -> Result<(), Denia
     }
     if let Some(file) = policy_file {
         let file = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
-        if file.starts_with(&real) {
+        if file.starts_with(real) {
             return Err(Denial::new(
                 "workspace.system",
                 format!(
@@ -386,6 +478,45 @@ mod tests {
         refuse_system(&other, None).unwrap();
         // Missing: left to the workspace's own error.
         refuse_system(&t.path().join("missing"), None).unwrap();
+    }
+
+    #[test]
+    fn persistent_refuses_what_it_opened_and_names_it() {
+        let t = tempfile::tempdir().unwrap();
+        let link = t.path().join("etc-link");
+        std::os::unix::fs::symlink("/etc", &link).unwrap();
+        match Workspace::persistent(&link, None) {
+            Err(OpenError::Refused(d)) => {
+                assert_eq!(d.rule, "workspace.system");
+                assert!(d.reason.contains("(which is /etc)"), "{}", d.reason);
+            }
+            _ => panic!("a symlink to /etc was accepted"),
+        }
+        let real = t.path().canonicalize().unwrap();
+        let policy = real.join("policy.toml");
+        std::fs::write(&policy, "").unwrap();
+        assert!(matches!(
+            Workspace::persistent(t.path(), Some(&policy)),
+            Err(OpenError::Refused(_))
+        ));
+        let work = real.join("work");
+        std::fs::create_dir(&work).unwrap();
+        let via = t.path().join("via");
+        std::os::unix::fs::symlink(&work, &via).unwrap();
+        let ws = Workspace::persistent(&via, Some(&policy)).unwrap();
+        assert_eq!(ws.root(), work);
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&work).unwrap();
+        assert_eq!(ws.identity(), Some((m.dev(), m.ino())));
+        assert!(!ws.is_fresh());
+        match Workspace::persistent(&policy, None) {
+            Err(OpenError::Io(e)) => assert!(e.to_string().contains("not a directory"), "{e}"),
+            _ => panic!("a file was accepted"),
+        }
+        assert!(matches!(
+            Workspace::persistent(&real.join("missing"), None),
+            Err(OpenError::Io(_))
+        ));
     }
 
     #[test]

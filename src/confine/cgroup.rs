@@ -12,9 +12,16 @@
 //!   v1 hierarchy: `OWN/agent-rsh/PID-N` in each, `OWN` being the caller's
 //!   cgroup in that hierarchy.
 //!
-//! `PID` is agent-rsh's pid and `N` a counter, so `gc` can tell the
-//! leftover of an agent-rsh that was SIGKILLed (its pid is gone) from a run
-//! still going.
+//! The run's name is `PID-N-NS`: `PID` is agent-rsh's pid, `N` a counter
+//! and `NS` the inode of agent-rsh's PID namespace, so `gc` can tell the
+//! leftover of an agent-rsh that was SIGKILLed (its pid is gone from the
+//! namespace that named it) from a run still going, and leaves alone the
+//! runs of an agent-rsh in another PID namespace, whose pids it cannot
+//! judge. A leftover can hold live tasks: without a PID namespace (a
+//! container, or the simulation seam), SIGKILLing agent-rsh and its
+//! guardian together leaves the tree running inside the run's cgroup; `gc`
+//! kills it (v2: `cgroup.kill`; v1: SIGKILL to each listed task, until
+//! the cgroup is empty) before removing the directory.
 //!
 //! Limits: `memory.max` / `memory.limit_in_bytes`, with swap held at zero
 //! where the kernel accounts it (`memory.swap.max = 0`,
@@ -36,7 +43,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The directory agent-rsh creates its run cgroups in, below the caller's.
@@ -264,7 +271,7 @@ impl RunCgroup {
     pub fn create(memory_bytes: u64, processes: u64) -> Result<RunCgroup, CgroupError> {
         let (found, fds) = cached()?;
         if gc_due() {
-            gc_parents(&found.parents);
+            gc_parents(&found);
         }
         match RunCgroup::create_in(&found, fds, memory_bytes, processes) {
             // The parent was removed under us (by an administrator): set it
@@ -305,8 +312,10 @@ impl RunCgroup {
         };
         // One name for every hierarchy; a name left by an earlier process
         // with the same pid (another boot, another PID namespace) is skipped.
+        // 0: the namespace is unknown (gc then only removes it when empty).
+        let ns = own_pid_namespace().unwrap_or(0);
         'name: loop {
-            cg.name = format!("{pid}-{}", COUNTER.fetch_add(1, Ordering::Relaxed));
+            cg.name = format!("{pid}-{}-{ns}", COUNTER.fetch_add(1, Ordering::Relaxed));
             let cname = CString::new(cg.name.as_str()).expect("no NUL in a number");
             for (parent, pfd) in layout.parents.iter().zip(&parent_fds) {
                 let dir = parent.join(&cg.name);
@@ -610,31 +619,63 @@ fn kill_tasks(dir: &Path) {
 }
 
 /// Removes run cgroups left by agent-rsh processes that no longer exist
-/// (SIGKILLed before they could remove their own): named `PID-N`, `PID`
-/// not alive, empty (rmdir refuses otherwise) and older than a few seconds.
-/// Cheap: one directory listing per hierarchy. Returns what was removed.
+/// (SIGKILLed before they could remove their own): named `PID-N-NS`, `NS`
+/// this process's PID namespace, `PID` not alive in it, and older than a
+/// few seconds. Tasks still inside (a tree whose agent-rsh and guardian
+/// were SIGKILLed together without a PID namespace) are killed first.
+/// A name without `NS` (written by an earlier version, whose namespace is
+/// unknown) is only removed when empty. Cheap when nothing is left: one
+/// directory listing per hierarchy. Returns what was removed.
 pub fn gc() -> Vec<PathBuf> {
     match layout() {
-        Ok(l) => gc_parents(&l.parents),
+        Ok(l) => gc_parents(&l),
         Err(_) => Vec::new(),
     }
 }
 
-fn gc_parents(parents: &[PathBuf]) -> Vec<PathBuf> {
+/// The owner a run cgroup's name records: (pid, PID namespace inode, if
+/// the name has one).
+fn owner_of(name: &str) -> Option<(u32, Option<u64>)> {
+    let mut parts = name.splitn(3, '-');
+    let pid = parts.next()?.parse::<u32>().ok()?;
+    parts.next()?.parse::<u64>().ok()?;
+    match parts.next() {
+        None => Some((pid, None)),
+        Some(ns) => Some((pid, Some(ns.parse().ok()?))),
+    }
+}
+
+fn gc_parents(layout: &Layout) -> Vec<PathBuf> {
     let me = std::process::id();
+    let my_ns = own_pid_namespace();
     let mut removed = Vec::new();
-    for parent in parents {
+    for parent in &layout.parents {
         let Ok(entries) = std::fs::read_dir(parent) else {
+            continue;
+        };
+        let Ok(parent_fd) = CString::new(parent.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+            .and_then(|c| {
+                open_at(
+                    libc::AT_FDCWD,
+                    &c,
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            })
+        else {
             continue;
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.split_once('-'))
-                .and_then(|(p, n)| n.parse::<u64>().ok().and(p.parse::<u32>().ok()))
-            else {
+            let Some((pid, ns)) = name.to_str().and_then(owner_of) else {
                 continue;
+            };
+            // Another PID namespace's pids cannot be judged from here; a
+            // name without one (0: unknown) is only removed when empty.
+            let kill = match ns {
+                None | Some(0) => false,
+                Some(ns) if Some(ns) == my_ns => true,
+                Some(_) => continue,
             };
             if pid == me || pid_alive(pid) {
                 continue;
@@ -645,12 +686,40 @@ fn gc_parents(parents: &[PathBuf]) -> Vec<PathBuf> {
                 .ok()
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age >= GC_MIN_AGE);
-            if old && std::fs::remove_dir(&path).is_ok() {
+            if !old {
+                continue;
+            }
+            let collected = if kill {
+                if layout.mechanism == Mechanism::V2 {
+                    // Kills every task inside, in one step (Linux 5.14+);
+                    // where it is missing, rmdir_patiently's loop does.
+                    let _ = write_file(&path.join("cgroup.kill"), "1");
+                }
+                let cname = CString::new(name.as_bytes()).unwrap_or_default();
+                rmdir_patiently(&parent_fd, &cname, &path, Instant::now()).is_ok()
+            } else {
+                std::fs::remove_dir(&path).is_ok()
+            };
+            if collected {
                 removed.push(path);
             }
         }
     }
     removed
+}
+
+/// The inode of this process's PID namespace, when it can be read.
+fn own_pid_namespace() -> Option<u64> {
+    static NS: OnceLock<Option<u64>> = OnceLock::new();
+    *NS.get_or_init(|| {
+        std::fs::read_link("/proc/self/ns/pid").ok().and_then(|l| {
+            l.to_str()?
+                .strip_prefix("pid:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+    })
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -1204,6 +1273,16 @@ mod tests {
         );
         assert_eq!(dir_in(&m("/docker/x"), "/docker/xy"), None);
         assert_eq!(dir_in(&m("/docker/x"), "/other"), None);
+    }
+
+    #[test]
+    fn run_names_record_their_owner() {
+        assert_eq!(owner_of("123-4-4026531836"), Some((123, Some(4026531836))));
+        assert_eq!(owner_of("123-4"), Some((123, None)));
+        for bad in ["123", "x-4", "123-x", "123-4-x", "123-4-5-6", ""] {
+            assert_eq!(owner_of(bad), None, "{bad}");
+        }
+        assert!(own_pid_namespace().is_some_and(|n| n > 0));
     }
 
     #[test]

@@ -32,6 +32,14 @@ pub enum ConfineError {
     #[error("cannot open the workspace {} for its Landlock rule", .path.display())]
     LandlockWorkspace { path: PathBuf },
 
+    /// The workspace's path names another directory than the one opened
+    /// and checked for this run (a component was replaced meanwhile).
+    #[error(
+        "the workspace {} was replaced while the run was being prepared (it no longer names the directory that was checked); nothing ran, try again",
+        .path.display()
+    )]
+    WorkspaceReplaced { path: PathBuf },
+
     /// The mount view would need more binds than the guardian holds.
     #[error(
         "the policy's scopes need {needed} mounts in the run's view, more than {max}; name fewer, wider scopes"

@@ -55,6 +55,9 @@ pub struct Inputs<'a> {
     /// word, and their ELF loaders.
     pub allowed: &'a Programs,
     pub workspace: &'a Path,
+    /// A persistent workspace's device and inode as it was opened and
+    /// checked: the rule is made on that directory or not at all.
+    pub workspace_id: Option<(u64, u64)>,
     pub read: &'a [PathBuf],
     pub write: &'a [PathBuf],
     pub exec: &'a [PathBuf],
@@ -197,6 +200,12 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
         let (fd, is_dir) = if path == workspace {
             once = open_path(&path)
                 .ok_or_else(|| ConfineError::LandlockWorkspace { path: path.clone() })?;
+            if inp
+                .workspace_id
+                .is_some_and(|id| id != (once.1.st_dev, once.1.st_ino))
+            {
+                return Err(ConfineError::WorkspaceReplaced { path });
+            }
             (once.0.as_raw_fd(), true)
         } else {
             match cache.get(&path) {
@@ -593,6 +602,42 @@ mod tests {
         std::fs::copy("/bin/true", &p).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         p.canonicalize().unwrap()
+    }
+
+    /// The workspace rule is made on the directory the workspace was
+    /// checked as, or not at all.
+    #[test]
+    fn a_replaced_workspace_gets_no_rule() {
+        let abi = crate::confine::probe::kernel().landlock_abi;
+        if abi == 0 {
+            return;
+        }
+        let ws = tempfile::tempdir().unwrap();
+        let path = ws.path().canonicalize().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&path).unwrap();
+        let programs = Programs {
+            programs: Vec::new(),
+            loaders: Vec::new(),
+        };
+        let inputs = |id| Inputs {
+            program: Path::new("/bin/true"),
+            allowed: &programs,
+            workspace: &path,
+            workspace_id: id,
+            read: &[],
+            write: &[],
+            exec: &[],
+            network_allowed: false,
+            tty: false,
+        };
+        assert!(build(&inputs(Some((m.dev(), m.ino()))), abi).is_ok());
+        assert!(build(&inputs(None), abi).is_ok());
+        match build(&inputs(Some((m.dev(), m.ino() + 1))), abi) {
+            Err(ConfineError::WorkspaceReplaced { path: p }) => assert_eq!(p, path),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a rule on another directory"),
+        }
     }
 
     #[test]

@@ -215,6 +215,43 @@ fn resources_without_cgroup(
     fallback(mode, exempt, enclosing, why, cause, warnings)
 }
 
+/// What the policy's whole-run bounds become without a cgroup of the run's
+/// own, for the warnings: `limits.memory_bytes` bounds nothing then (only
+/// RLIMIT_AS, per process), and root's tasks are held by an enclosing
+/// cgroup's `pids.max` rather than `limits.processes`. None where nothing
+/// is lost, or where the best-effort warning of `fallback` says it already.
+fn whole_run_warnings(
+    mode: ConfinementMode,
+    memory_bytes: u64,
+    processes: u64,
+    address_space_bytes: Option<u64>,
+    r: &ResourcesReport,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    if r.mechanism == RESOURCES_AS_ONLY && mode == ConfinementMode::BestEffort {
+        return w;
+    }
+    let why = r.reason.as_deref().unwrap_or("");
+    if memory_bytes > 0 {
+        w.push(match address_space_bytes {
+            Some(a) => format!(
+                "limits.memory_bytes ({memory_bytes} bytes) is not enforced: memory is bounded per process by RLIMIT_AS (limits.address_space_bytes, {a} bytes), not for the whole run: no writable cgroup ({why})"
+            ),
+            None => format!(
+                "limits.memory_bytes ({memory_bytes} bytes) is not enforced: memory is bounded neither per process (limits.address_space_bytes = 0) nor for the whole run: no writable cgroup ({why})"
+            ),
+        });
+    }
+    if processes > 0 && r.mechanism == RESOURCES_ENCLOSING {
+        w.push(format!(
+            "limits.processes ({processes}) is not enforced: root's tasks are not counted by RLIMIT_NPROC, and without a writable cgroup of the run's own they are held only by the pids.max ({}) of {}, shared with everything in it ({why})",
+            r.enclosing_pids_max.unwrap_or(0),
+            r.enclosing_cgroup.as_deref().unwrap_or("the enclosing cgroup"),
+        ));
+    }
+    w
+}
+
 /// The decision of `resources_without_cgroup`, from what it found: whether
 /// RLIMIT_NPROC exempts the caller, and the enclosing cgroup's bound.
 fn fallback(
@@ -375,8 +412,18 @@ pub struct Confinement {
     /// `finish_cgroup` after the run (or on drop, on every other path).
     cgroup: Option<cgroup::RunCgroup>,
     warnings: Vec<String>,
+    /// `LOADER_GAP_WARNING` is in `warnings` already.
+    loader_gap_noted: bool,
     report: Report,
 }
+
+/// The exec guarantee without the mount view: what it does not hold.
+/// Landlock governs execve, not mmap; only the view's noexec mounts keep
+/// the loader from mapping a file the run wrote.
+pub const LOADER_GAP_GUARANTEE: &str = "; NOT held for files the run writes: without the mount view the workspace and write scopes are not noexec, so the loader (ld.so ./file, dlopen, ctypes) can map an ELF written there and run it, under the same confinement";
+
+/// The warning of a run without the mount view, about the same gap.
+pub const LOADER_GAP_WARNING: &str = "the run has no private mount view, so the workspace and the write scopes are not mounted noexec: an ELF file written there can be mapped by the loader (`ld.so ./file`, dlopen, python ctypes) and run, under the run's confinement, although it is not an allowlisted program (Landlock governs execve, not mmap)";
 
 /// Whether the kernel will let a script's interpreter execute: it is one
 /// of the allowed programs (compared as the canonical files Landlock
@@ -444,10 +491,14 @@ impl Confinement {
     /// policy requires a layer this kernel cannot provide.
     /// `fresh`: the workspace is new for this run (it becomes a tmpfs of
     /// `limits.workspace_bytes` in the mount view).
+    /// `workspace_id`: the device and inode of a persistent workspace as it
+    /// was opened and checked; the Landlock rule and the mount view's bind
+    /// are made on that directory or not at all.
     pub fn prepare(
         policy: &Policy,
         plan: &Plan,
         workspace: &Path,
+        workspace_id: Option<(u64, u64)>,
         fresh: bool,
     ) -> Result<Confinement, ConfineError> {
         Confinement::prepare_for(
@@ -456,6 +507,7 @@ impl Confinement {
             plan.timeout,
             plan.stdin == StdinMode::Inherit,
             workspace,
+            workspace_id,
             fresh,
         )
     }
@@ -468,6 +520,7 @@ impl Confinement {
         timeout: std::time::Duration,
         tty: bool,
         workspace: &Path,
+        workspace_id: Option<(u64, u64)>,
         fresh: bool,
     ) -> Result<Confinement, ConfineError> {
         let l = &policy.limits;
@@ -482,9 +535,15 @@ impl Confinement {
             (libc::RLIMIT_CPU, cpu),
             (libc::RLIMIT_FSIZE, l.file_size_bytes),
             (libc::RLIMIT_NOFILE, l.open_files),
-            (libc::RLIMIT_NPROC, l.processes),
             (libc::RLIMIT_CORE, 0),
         ];
+        // limits.processes = 0: not bounded by agent-rsh (no pids.max
+        // either), as 0 means for the other byte limits; RLIMIT_NPROC = 0
+        // would instead refuse an account's every fork while root, whom
+        // it does not bind, ran unbounded.
+        if l.processes > 0 {
+            rlimits.push((libc::RLIMIT_NPROC, l.processes));
+        }
         if l.address_space_bytes > 0 {
             rlimits.push((libc::RLIMIT_AS, l.address_space_bytes));
         }
@@ -530,6 +589,7 @@ impl Confinement {
                 program,
                 allowed: &allowed,
                 workspace,
+                workspace_id,
                 read: &policy.scopes.read,
                 write: &policy.scopes.write,
                 exec: &policy.scopes.exec,
@@ -612,6 +672,7 @@ impl Confinement {
                 exec: &policy.scopes.exec,
                 write: &policy.scopes.write,
                 workspace,
+                workspace_id,
                 workspace_bytes: (fresh && bytes > 0).then_some(bytes),
                 tty,
             };
@@ -641,6 +702,14 @@ impl Confinement {
                     None => format!("simulated by {}", probe::SIMULATE_ENV),
                 };
                 let r = resources_without_cgroup(mode, why, cause.as_ref(), &mut warnings)?;
+                let address_space = (l.address_space_bytes > 0).then_some(l.address_space_bytes);
+                warnings.extend(whole_run_warnings(
+                    mode,
+                    l.memory_bytes,
+                    l.processes,
+                    address_space,
+                    &r,
+                ));
                 (None, r)
             }
         };
@@ -661,6 +730,7 @@ impl Confinement {
             loopback: network == Network::Loopback,
             cgroup: run_cgroup,
             warnings,
+            loader_gap_noted: false,
             report: Report {
                 mode,
                 network: if off { policy.network } else { network },
@@ -725,7 +795,17 @@ impl Confinement {
             &mut warnings,
         ) {
             Ok(r) => {
-                self.cgroup = None;
+                let cg = self.cgroup.take();
+                let memory_bytes = cg.as_ref().and_then(|c| c.report().memory_bytes);
+                let processes = cg.as_ref().and_then(|c| c.report().processes);
+                drop(cg);
+                warnings.extend(whole_run_warnings(
+                    self.report.mode,
+                    memory_bytes.unwrap_or(0),
+                    processes.unwrap_or(0),
+                    self.report.limits.address_space_bytes,
+                    &r,
+                ));
                 self.report.resources = r;
                 self.warnings.extend(warnings);
                 true
@@ -802,12 +882,23 @@ impl Confinement {
             r.seccomp.socket_families = family_names(v);
         }
         let none = || "none".to_string();
+        if !off && !r.mount_view && r.landlock.enforced && !self.loader_gap_noted {
+            self.loader_gap_noted = true;
+            self.warnings.push(LOADER_GAP_WARNING.to_string());
+        }
         let g = &mut r.guarantees;
         g.exec = match (r.landlock.enforced, seccomp) {
             (true, true) => "landlock (execute rights) + seccomp (no executable memfd)".into(),
             (true, false) => "landlock (execute rights); memfd exec not refused".into(),
             _ => none(),
         };
+        if r.landlock.enforced {
+            g.exec.push_str(if r.mount_view {
+                " + noexec workspace and write scopes (mount view)"
+            } else {
+                LOADER_GAP_GUARANTEE
+            });
+        }
         g.files = match (r.landlock.enforced, r.mount_view) {
             (true, true) => "landlock + read-only mount view".into(),
             (true, false) => "landlock".into(),
@@ -857,7 +948,7 @@ impl Confinement {
             (true, false) => "pid namespace".into(),
             (true, true) => "pid namespace + the run's cgroup, emptied at the end".into(),
             (false, true) => {
-                "subreaper + the run's cgroup, emptied by agent-rsh at the end (only a guardian SIGKILLed together with agent-rsh leaves the tree)".into()
+                "subreaper + the run's cgroup, emptied by agent-rsh at the end (a guardian SIGKILLed together with agent-rsh leaves the tree until a later run's sweep of leftover cgroups kills it)".into()
             }
             (false, false) if off => "process group + subreaper".into(),
             (false, false) => {
@@ -866,6 +957,9 @@ impl Confinement {
         };
         let res = &r.resources;
         g.resources = match res.mechanism {
+            RESOURCES_RLIMITS if r.limits.processes == 0 => {
+                "rlimits: RLIMIT_AS (per process) only; tasks not bounded (limits.processes = 0); no cgroup of its own".into()
+            }
             RESOURCES_RLIMITS => format!(
                 "rlimits: RLIMIT_NPROC ({}) + RLIMIT_AS (per process); no cgroup of its own",
                 if r.user_namespace {
@@ -1126,6 +1220,38 @@ mod tests {
         let mut w = Vec::new();
         let r = fallback(Off, true, None, "ro".into(), None, &mut w).unwrap();
         assert_eq!((r.mechanism, w.len()), (RESOURCES_AS_ONLY, 0));
+    }
+
+    /// Without a cgroup, the whole-run bounds the policy asked for are
+    /// named as not enforced, once: memory for everyone, tasks for root
+    /// held by an enclosing cgroup; nothing when the policy sets none.
+    #[test]
+    fn whole_run_bounds_lost_without_a_cgroup_are_named() {
+        use ConfinementMode::*;
+        let mut w = Vec::new();
+        let rl = fallback(Required, false, None, "no cgroup here".into(), None, &mut w).unwrap();
+        let got = whole_run_warnings(Required, 1 << 30, 128, Some(16 << 30), &rl);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("limits.memory_bytes (1073741824 bytes) is not enforced: memory is bounded per process by RLIMIT_AS")
+                && got[0].contains("not for the whole run: no writable cgroup (no cgroup here)"),
+            "{got:?}"
+        );
+        let got = whole_run_warnings(Off, 1 << 30, 0, None, &rl);
+        assert!(got[0].contains("bounded neither per process"), "{got:?}");
+        assert!(whole_run_warnings(Required, 0, 128, None, &rl).is_empty());
+        let enclosing = Some((2048, std::path::PathBuf::from("/sys/fs/cgroup/pids/x")));
+        let en = fallback(Required, true, enclosing, "ro".into(), None, &mut w).unwrap();
+        let got = whole_run_warnings(Required, 0, 128, None, &en);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("limits.processes (128) is not enforced")
+                && got[0].contains("pids.max (2048) of /sys/fs/cgroup/pids/x"),
+            "{got:?}"
+        );
+        // best-effort root with nothing: fallback's own warning says it.
+        let none = fallback(BestEffort, true, None, "ro".into(), None, &mut w).unwrap();
+        assert!(whole_run_warnings(BestEffort, 1 << 30, 128, None, &none).is_empty());
     }
 
     /// The refusal gives its advice once: the cgroup layer's own advice

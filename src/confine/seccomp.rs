@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Groups of refused system calls, for reports and hints.
-pub const DENIED_GROUPS: [&str; 12] = [
+pub const DENIED_GROUPS: [&str; 13] = [
     "ptrace and process_vm_*",
     "io_uring",
     "bpf and perf_event_open",
@@ -22,6 +22,7 @@ pub const DENIED_GROUPS: [&str; 12] = [
     "host administration (reboot, swap, clock, hostname, syslog, acct, quotactl, chroot)",
     "terminal input injection (TIOCSTI, TIOCLINUX)",
     "setuid and setgid bits (chmod family)",
+    "setuid and setgid bits at creation (open, openat, creat with O_CREAT or O_TMPFILE; mknod, mknodat); openat2 gets ENOSYS",
     "executable anonymous files (memfd_create without MFD_NOEXEC_SEAL)",
 ];
 
@@ -217,6 +218,46 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
             .map_err(|e| compile(e.to_string()))?;
         rules.insert(nr, r);
     }
+    // Nor at creation: a file created with a mode carrying them would keep
+    // them (the kernel strips S_ISGID only for a group the caller is not
+    // in, S_ISUID never). open and openat read their mode argument only
+    // with O_CREAT or O_TMPFILE in the flags, so only then is it looked at;
+    // creat always creates, mknod and mknodat always take a mode. openat2
+    // keeps its mode in a struct a filter cannot read: it gets ENOSYS in
+    // `prefix`, and the C library falls back to openat.
+    let o_creat = libc::O_CREAT as u64;
+    // __O_TMPFILE: the kernel reads the mode whenever this bit is set.
+    let o_tmpfile = (libc::O_TMPFILE & !libc::O_DIRECTORY) as u64;
+    let mut create_rules: Vec<(libc::c_long, Option<u8>, u8)> =
+        vec![(libc::SYS_openat, Some(2), 3), (libc::SYS_mknodat, None, 2)];
+    #[cfg(target_arch = "x86_64")]
+    create_rules.extend([
+        (libc::SYS_open, Some(1), 2),
+        (libc::SYS_creat, None, 1),
+        (libc::SYS_mknod, None, 1),
+    ]);
+    for (nr, flags_arg, mode_arg) in create_rules {
+        let mut r = Vec::new();
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let mode = cond(mode_arg, SeccompCmpOp::MaskedEq(bit as u64), bit as u64);
+            match flags_arg {
+                None => r.push(SeccompRule::new(vec![mode])),
+                Some(f) => {
+                    for flag in [o_creat, o_tmpfile] {
+                        r.push(SeccompRule::new(vec![
+                            cond(f, SeccompCmpOp::MaskedEq(flag), flag),
+                            mode.clone(),
+                        ]));
+                    }
+                }
+            }
+        }
+        let r = r
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| compile(e.to_string()))?;
+        rules.insert(nr, r);
+    }
     // Anonymous files never execute: a memfd must be created sealed
     // non-executable (MFD_NOEXEC_SEAL, Linux 6.3), so `execve` of one
     // fails. Landlock does not see memfds, which live on no path.
@@ -336,13 +377,16 @@ fn fast_allow(denied: &[u32]) -> Option<BpfProgram> {
 /// Checks run before the arch-specific table: x32 system call numbers are
 /// refused (they would bypass a table keyed by x86_64 numbers), and clone3
 /// fails with ENOSYS, because its flags live in memory a filter cannot read
-/// and ENOSYS makes the C library fall back to clone, whose flags it can.
+/// and ENOSYS makes the C library fall back to clone, whose flags it can;
+/// openat2 likewise (its mode lives in a struct, and the setuid bits at
+/// creation are refused on openat's mode register).
 fn prefix() -> BpfProgram {
     vec![
         ins(LD_W_ABS, 0, 0, 0),
         ins(JGE_K, 0, 1, 0x4000_0000),
         ins(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
-        ins(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
+        ins(JEQ_K, 1, 0, libc::SYS_clone3 as u32),
+        ins(JEQ_K, 0, 1, libc::SYS_openat2 as u32),
         ins(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
     ]
 }
@@ -448,6 +492,54 @@ mod tests {
                     [0, flags, 0, 0, 0, 0],
                 )
             };
+            let sys = |nr: libc::c_long, args: [u64; 6]| eval(&fast, nr as u32, native, args);
+            let (creat, tmpfile, wr) = (
+                libc::O_CREAT as u64 | libc::O_WRONLY as u64,
+                libc::O_TMPFILE as u64 | libc::O_WRONLY as u64,
+                libc::O_WRONLY as u64,
+            );
+            for (flags, mode, refused) in [
+                (creat, 0o6755, true),
+                (creat, 0o4700, true),
+                (creat, 0o2700, true),
+                (tmpfile, 0o4700, true),
+                (creat, 0o1755, false),
+                (creat, 0o755, false),
+                // Without O_CREAT or O_TMPFILE the mode register is noise.
+                (wr, 0o6755, false),
+            ] {
+                let want = if refused {
+                    eperm
+                } else {
+                    libc::SECCOMP_RET_ALLOW
+                };
+                let ctx = format!("flags {flags:#o} mode {mode:#o}");
+                assert_eq!(
+                    sys(libc::SYS_openat, [0, 0, flags, mode, 0, 0]),
+                    want,
+                    "{ctx}"
+                );
+                assert_eq!(
+                    sys(libc::SYS_open, [0, flags, mode, 0, 0, 0]),
+                    want,
+                    "{ctx}"
+                );
+            }
+            let reg = libc::S_IFREG as u64;
+            for (mode, refused) in [(0o4755, true), (0o2755, true), (0o755, false)] {
+                let want = if refused {
+                    eperm
+                } else {
+                    libc::SECCOMP_RET_ALLOW
+                };
+                assert_eq!(sys(libc::SYS_creat, [0, mode, 0, 0, 0, 0]), want);
+                assert_eq!(sys(libc::SYS_mknod, [0, reg | mode, 0, 0, 0, 0]), want);
+                assert_eq!(sys(libc::SYS_mknodat, [0, 0, reg | mode, 0, 0, 0]), want);
+            }
+            assert_eq!(
+                sys(libc::SYS_openat2, [0; 6]),
+                libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+            );
             assert_eq!(memfd(0), eperm);
             assert_eq!(memfd(0x10 | 0x8), eperm);
             assert_eq!(memfd(0x8 | 0x1), libc::SECCOMP_RET_ALLOW);

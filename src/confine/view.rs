@@ -112,10 +112,15 @@ enum Step {
     Proc(CString),
 }
 
+/// A directory's device and inode.
+type DirId = (u64, u64);
+
 /// A view ready to be built in the guardian.
 pub struct View {
-    /// Sources and mount attributes, cloned before the tmpfs is mounted.
-    sources: Vec<(CString, u64)>,
+    /// Sources and mount attributes, cloned before the tmpfs is mounted,
+    /// and the device and inode a source must have (the persistent
+    /// workspace: the directory opened and checked for this run).
+    sources: Vec<(CString, u64, Option<DirId>)>,
     steps: Vec<Step>,
     /// Landlock ruleset and rights for a tmpfs workspace.
     landlock: Option<(i32, u64)>,
@@ -135,6 +140,9 @@ pub struct Inputs<'a> {
     pub exec: &'a [PathBuf],
     pub write: &'a [PathBuf],
     pub workspace: &'a Path,
+    /// A persistent workspace's device and inode as it was opened and
+    /// checked: its bind is made of that directory or the view fails.
+    pub workspace_id: Option<(u64, u64)>,
     /// `Some(bytes)`: the workspace is fresh and becomes a tmpfs this size.
     pub workspace_bytes: Option<u64>,
     pub tty: bool,
@@ -364,7 +372,8 @@ impl View {
                         index: sources.len(),
                         dest: staged(&dest)?,
                     });
-                    sources.push((cstr(&dest)?, kind.attr()));
+                    let expect = inp.workspace_id.filter(|_| dest == workspace);
+                    sources.push((cstr(&dest)?, kind.attr(), expect));
                 }
             }
             mounted.push(dest);
@@ -447,7 +456,7 @@ impl View {
                 libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             ) as libc::c_long)?;
-            for (i, (src, attr)) in self.sources.iter().enumerate() {
+            for (i, (src, attr, expect)) in self.sources.iter().enumerate() {
                 let fd = check(libc::syscall(
                     libc::SYS_open_tree,
                     libc::AT_FDCWD,
@@ -455,6 +464,16 @@ impl View {
                     OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32,
                 ))? as i32;
                 fds[i] = fd;
+                if let Some((dev, ino)) = expect {
+                    // The path was replaced since the workspace was checked:
+                    // no view (the run goes on without it, its Landlock rule
+                    // made on the checked directory).
+                    let mut st: libc::stat = std::mem::zeroed();
+                    check(libc::fstat(fd, &mut st) as libc::c_long)?;
+                    if (st.st_dev, st.st_ino) != (*dev, *ino) {
+                        return Err(libc::ESTALE);
+                    }
+                }
                 let ma = MountAttr {
                     attr_set: *attr,
                     attr_clr: 0,
@@ -566,7 +585,7 @@ mod tests {
     fn names(v: &View) -> Vec<String> {
         v.sources
             .iter()
-            .map(|(s, _)| s.to_string_lossy().into_owned())
+            .map(|(s, _, _)| s.to_string_lossy().into_owned())
             .collect()
     }
 
@@ -582,6 +601,7 @@ mod tests {
             exec: &[],
             write: &[],
             workspace: &ws,
+            workspace_id: None,
             workspace_bytes: None,
             tty: false,
         };
@@ -611,6 +631,7 @@ mod tests {
             exec: &[],
             write: &[],
             workspace: &ws,
+            workspace_id: None,
             workspace_bytes: Some(1 << 20),
             tty: false,
         };

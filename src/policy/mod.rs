@@ -192,6 +192,9 @@ pub struct Limits {
     /// Processes and threads of the whole run at once, root's included: a
     /// per-run cgroup (`pids.max`) where agent-rsh can create one, and
     /// RLIMIT_NPROC (counted per user by the kernel, not binding root).
+    /// 0 means not bounded by agent-rsh: no `pids.max`, and RLIMIT_NPROC
+    /// left as inherited (not "no forks": the guardian is a task of the
+    /// run too, and RLIMIT_NPROC = 0 would not bind root).
     pub processes: u64,
     /// Memory of the whole run, every process together, in bytes (a per-run
     /// cgroup; swap does not extend it). Default: half of the physical

@@ -399,7 +399,7 @@ impl Session {
             self.cwd.join(arg)
         };
         let rel = check::confine_cwd(wanted.to_str()).map_err(|_| escape())?;
-        let ws = crate::workspace::Workspace::persistent(home).map_err(|e| {
+        let ws = crate::workspace::Workspace::persistent(home, None).map_err(|e| {
             Denial::new(
                 "cd.home",
                 format!("the home directory cannot be used: {e}"),

@@ -474,6 +474,73 @@ fn doctor_reports_kernel_and_verdict() {
     assert!(text.contains("Landlock"), "{text}");
 }
 
+/// The doctor takes the PID namespace away when the seam does, as a run
+/// does: it then says what such a run enforces (no PID namespace, hence
+/// no mount view; the subreaper holds the tree), not what this kernel
+/// could do.
+#[test]
+fn doctor_honours_a_simulated_missing_pid_namespace() {
+    let p = policy("confinement = \"required\"", "");
+    let sim = agent_rsh::confine::probe::SIMULATE_ENV;
+    let doctor = Command::new(bin())
+        .args(["doctor", "--json", "--policy"])
+        .arg(&p.path)
+        .env(sim, "pidns")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(doctor.status.code(), Some(0), "{v}");
+    assert_eq!(v["kernel"]["pidNamespace"], false, "{v}");
+    let would = &v["wouldEnforce"];
+    assert_eq!(would["pidNamespace"], false, "{v}");
+    assert_eq!(would["mountView"], false, "{v}");
+    assert!(
+        would["guarantees"]["tree"]
+            .as_str()
+            .unwrap()
+            .starts_with("subreaper"),
+        "{v}"
+    );
+    assert!(
+        v["warnings"]
+            .to_string()
+            .contains("no PID namespace (simulated by AGENT_RSH_SIMULATE_MISSING)"),
+        "{v}"
+    );
+    // What a run under the same seam reports.
+    let ws = workspace();
+    let out = Command::new(bin())
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "cat /proc/self/status"])
+        .env(sim, "pidns")
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["exitCode"], 0, "{r}");
+    let c = &r["confinement"];
+    for key in ["pidNamespace", "mountView", "userNamespace"] {
+        assert_eq!(c[key], would[key], "{key}: run {r}\ndoctor {v}");
+    }
+    for g in ["exec", "files", "metadata", "sockets", "tree"] {
+        assert_eq!(
+            c["guarantees"][g], would["guarantees"][g],
+            "{g}: run {r}\ndoctor {v}"
+        );
+    }
+    let text = Command::new(bin())
+        .args(["doctor", "--policy"])
+        .arg(&p.path)
+        .env(sim, "pidns")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("  pid namespace:     no"), "{text}");
+    assert!(text.contains("verdict: runs can start"), "{text}");
+}
+
 #[test]
 fn report_names_what_was_enforced() {
     need_landlock!();

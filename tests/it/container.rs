@@ -165,6 +165,19 @@ fn required_runs_in_a_docker_like_container_and_holds() {
     };
     let out = in_container(&profile, &policy, report, "");
     let (max, r) = result(&out);
+    // No mount view here: the exec guarantee names what it does not hold.
+    assert_eq!(r["confinement"]["mountView"], false, "{out}");
+    assert!(
+        r["confinement"]["guarantees"]["exec"]
+            .as_str()
+            .unwrap()
+            .contains("NOT held for files the run writes"),
+        "{out}"
+    );
+    assert!(
+        r["warnings"].to_string().contains("not mounted noexec"),
+        "{out}"
+    );
     if max != "max" {
         assert!(out.contains("exit=0"), "{out}");
         let res = &r["confinement"]["resources"];
@@ -229,11 +242,19 @@ def t(name, f):
         print(name, errno.errorcode.get(e.errno, e.errno))
 open("/tmp/victim", "w").close() if False else None
 t("chmod-setuid-outside", lambda: os.chmod("/usr/bin/id", 0o4755))
+t("chmod-outside", lambda: os.chmod("/etc/passwd", 0o666))
 t("utime-outside", lambda: os.utime("/etc/passwd", (0, 0)))
 t("setxattr-outside", lambda: os.setxattr("/etc/passwd", "user.x", b"1"))
 def memfd():
     fd = os.memfd_create("x", 0)
 t("memfd", memfd)
+def memfd_exec(flags):
+    fd = os.memfd_create("x", flags)
+    os.write(fd, open("/usr/bin/true", "rb").read())
+    os.execve(fd, ["x"], {})
+# A sealed non-executable memfd is allowed; executing it is not.
+t("memfd-exec-sealed", lambda: memfd_exec(0x8))
+t("memfd-exec-mfd-exec", lambda: memfd_exec(0x10))
 def sock():
     s = socket.socket(socket.AF_UNIX); s.connect("/tmp/listener")
 t("socket-outside", sock)
@@ -246,9 +267,12 @@ t("socket-outside", sock)
     );
     for name in [
         "chmod-setuid-outside",
+        "chmod-outside",
         "utime-outside",
         "setxattr-outside",
         "memfd",
+        "memfd-exec-sealed",
+        "memfd-exec-mfd-exec",
         "socket-outside",
     ] {
         let line = out

@@ -8,7 +8,7 @@
 //! mount namespace away, as a container's seccomp profile does), and the
 //! files it aimed at are compared before and after.
 
-use crate::common::{bin, root};
+use crate::common::{bin, cannot_run, root};
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -152,6 +152,35 @@ t("unix-socket-outside", sock)
 open("mine", "w").write("x")
 t("control-chmod-inside", lambda: os.chmod("mine", 0o600))
 t("chmod-setuid-inside", lambda: os.chmod("mine", 0o4755))
+# The setuid and setgid bits at creation, in the workspace.
+import stat, ctypes
+def create(name, flags, mode):
+    os.close(os.open(name, flags, mode))
+W = os.O_CREAT | os.O_WRONLY
+t("open-setuid-inside", lambda: create("suid-open", W, 0o6755))
+t("open-setgid-inside", lambda: create("sgid-open", W, 0o2755))
+t("tmpfile-setuid-inside", lambda: create(".", os.O_TMPFILE | os.O_WRONLY, 0o4755))
+t("mknod-setuid-inside", lambda: os.mknod("suid-mknod", stat.S_IFREG | 0o4755))
+libc = ctypes.CDLL(None, use_errno=True)
+def check(r):
+    if r < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return r
+t("creat-setuid-inside", lambda: os.close(check(libc.creat(b"suid-creat", 0o4755))))
+t("mknodat-setgid-inside", lambda: check(libc.mknodat(-100, b"sgid-mknodat", stat.S_IFREG | 0o2755, 0)))
+def openat2():
+    how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0)
+    os.close(check(libc.syscall(437, -100, b"mine", ctypes.byref(how), 24)))
+t("openat2", openat2)
+# Controls: a plain creation; a mode register carrying the bits without
+# O_CREAT (noise the kernel ignores); the C library and a child program
+# still open files afterwards.
+t("control-open-plain", lambda: create("plain", W, 0o755))
+t("control-mode-noise", lambda: os.close(check(libc.syscall(257, -100, b"plain", os.O_RDONLY, 0o6755))))
+t("control-cat-after", lambda: subprocess.run(["cat", "plain"], check=True) and None)
+for f in os.listdir("."):
+    if os.lstat(f).st_mode & 0o6000:
+        print("setid-file", f, oct(os.lstat(f).st_mode))
 "#
     )
 }
@@ -199,6 +228,43 @@ fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
         Some(if with_view { "ok" } else { "EPERM" }),
         "{ctx}"
     );
+    for control in [
+        "control-open-plain",
+        "control-mode-noise",
+        "control-cat-after",
+    ] {
+        assert_eq!(
+            v.get(control).map(String::as_str),
+            Some("ok"),
+            "{control}: {ctx}"
+        );
+    }
+    // openat2 keeps its mode where the filter cannot read it: ENOSYS, so
+    // the C library falls back to openat.
+    assert_eq!(
+        v.get("openat2").map(String::as_str),
+        Some("ENOSYS"),
+        "{ctx}"
+    );
+    assert!(
+        !v.contains_key("setid-file"),
+        "no setuid/setgid file: {ctx}"
+    );
+    // The seccomp filter refuses these before any file system sees them.
+    for name in [
+        "open-setuid-inside",
+        "open-setgid-inside",
+        "tmpfile-setuid-inside",
+        "mknod-setuid-inside",
+        "creat-setuid-inside",
+        "mknodat-setgid-inside",
+    ] {
+        assert_eq!(
+            v.get(name).map(String::as_str),
+            Some("EPERM"),
+            "{name}: {ctx}"
+        );
+    }
     for name in [
         "chmod-setuid-outside",
         "chmod-outside",
@@ -236,10 +302,24 @@ fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
     assert_eq!(r["confinement"]["mountView"], with_view, "{ctx}");
 }
 
+/// The attacks need root (to create victims and drop to nobody) and
+/// /usr/bin/python3 (the interpreter that reaches every system call).
+fn ready() -> bool {
+    if !root() {
+        cannot_run("needs root to create the victims and to drop to nobody");
+        return false;
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        cannot_run("needs /usr/bin/python3 (apt-get install python3)");
+        return false;
+    }
+    true
+}
+
 #[test]
 fn metadata_memfd_and_sockets_are_refused_as_root() {
-    if !root() {
-        panic!("these attacks need root to create the victims and to drop to nobody");
+    if !ready() {
+        return;
     }
     for readable in [false, true] {
         check_all_refused(0, "", readable);
@@ -249,8 +329,8 @@ fn metadata_memfd_and_sockets_are_refused_as_root() {
 
 #[test]
 fn metadata_memfd_and_sockets_are_refused_as_an_unprivileged_account() {
-    if !root() {
-        panic!("these attacks need root to create the victims and to drop to nobody");
+    if !ready() {
+        return;
     }
     for readable in [false, true] {
         check_all_refused(NOBODY, "", readable);
@@ -263,6 +343,9 @@ fn metadata_memfd_and_sockets_are_refused_as_an_unprivileged_account() {
 /// allowed). The workspace is mounted noexec, so the loader cannot map it.
 #[test]
 fn the_loader_cannot_map_a_workspace_binary() {
+    if !ready() {
+        return;
+    }
     for uid in [0, NOBODY] {
         let s = Setup::new(uid);
         let policy = s.policy("");
@@ -317,10 +400,115 @@ print("gitdiff", p.returncode, p.stdout[:200], p.stderr[:200])
     }
 }
 
+/// Without the mount view (a container's profile refuses the mount
+/// namespace; the seam takes it away here) the workspace is not noexec,
+/// and Landlock governs execve, not mmap: the loader maps a workspace ELF
+/// and a library written there loads. That is the stated behaviour: the
+/// exec guarantee names the gap, the RunResult warns, the doctor says it.
+/// Whatever closes the gap one day (a broker, a kernel that governs mmap)
+/// flips the first assertion, and the statements must change with it.
+#[test]
+fn without_the_mount_view_the_loader_gap_is_stated() {
+    if !ready() {
+        return;
+    }
+    for uid in [0, NOBODY] {
+        let s = Setup::new(uid);
+        let policy = s.policy("");
+        let r = attack(
+            &policy,
+            uid,
+            "mountns",
+            r#"
+import shutil, subprocess, os, sys, ctypes
+shutil.copyfile(os.path.realpath(sys.executable), "pycopy")
+p = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "./pycopy", "-c", "print('copied-' + 'ran')"], capture_output=True, text=True)
+print("loader", p.returncode, p.stdout.strip() or "-")
+src = None
+for d in ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]:
+    if os.path.exists(d + "/libz.so.1"):
+        src = d + "/libz.so.1"; break
+shutil.copyfile(src, "libcopy.so")
+try:
+    ctypes.CDLL("./libcopy.so"); print("dlopen ok")
+except OSError as e:
+    print("dlopen refused", e)
+"#,
+        );
+        let ctx = format!("uid {uid}: {r}");
+        let out = r["stdout"].as_str().unwrap_or("");
+        assert_eq!(r["confinement"]["mountView"], false, "{ctx}");
+        // Today's behaviour: the copy runs, the library loads.
+        assert!(out.contains("copied-ran"), "{ctx}");
+        assert!(out.contains("dlopen ok"), "{ctx}");
+        // ... and the report says so.
+        let exec = r["confinement"]["guarantees"]["exec"].as_str().unwrap();
+        assert!(
+            exec.contains("NOT held for files the run writes") && exec.contains("not noexec"),
+            "{ctx}"
+        );
+        assert!(
+            r["warnings"]
+                .to_string()
+                .contains("the workspace and the write scopes are not mounted noexec"),
+            "{ctx}"
+        );
+        // With the view the same script is refused (the control).
+        let r = attack(
+            &policy,
+            uid,
+            "",
+            r#"
+import shutil, subprocess, os, sys
+shutil.copyfile(os.path.realpath(sys.executable), "pycopy")
+p = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "./pycopy", "-c", "print('copied-' + 'ran')"], capture_output=True, text=True)
+print("loader", p.returncode, p.stdout.strip() or "-")
+"#,
+        );
+        let out = r["stdout"].as_str().unwrap_or("");
+        assert!(
+            out.contains("loader ") && !out.contains("copied-ran"),
+            "{r}"
+        );
+        assert!(
+            r["confinement"]["guarantees"]["exec"]
+                .as_str()
+                .unwrap()
+                .contains("noexec workspace and write scopes (mount view)"),
+            "{r}"
+        );
+        assert!(
+            !r["warnings"].to_string().contains("not mounted noexec"),
+            "{r}"
+        );
+    }
+    // The doctor says the same for such a run.
+    let s = Setup::new(0);
+    let out = Command::new(bin())
+        .args(["doctor", "--policy"])
+        .arg(s.policy(""))
+        .env("AGENT_RSH_SIMULATE_MISSING", "mountns")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("only allowed programs execute:")
+            && text.contains("NOT held for files the run writes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: the run has no private mount view, so the workspace"),
+        "{text}"
+    );
+}
+
 /// A fresh workspace is a tmpfs of limits.workspace_bytes: writing past it
 /// fails with ENOSPC, and the disk under it gets nothing.
 #[test]
 fn a_fresh_workspace_is_bounded() {
+    if !ready() {
+        return;
+    }
     for uid in [0, NOBODY] {
         let s = Setup::new(uid);
         let policy =

@@ -134,6 +134,79 @@ fn system_directories_are_refused_as_workspace() {
     assert!(ws.path().join("made").exists());
 }
 
+/// The refusal holds for the directory the run actually uses: with
+/// `--workspace LINK` and LINK flipped between an acceptable directory and
+/// one that holds the policy file while runs start, each run is either
+/// refused or runs in the acceptable one; none ever writes beside the
+/// policy (the path was once checked, then resolved again for use).
+#[test]
+fn a_symlink_swapped_after_the_check_does_not_change_the_workspace() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let p = policy(ALLOW);
+    let forbidden = p.dir.path().canonicalize().unwrap();
+    let fine = tempfile::tempdir().unwrap();
+    let fine_dir = fine.path().canonicalize().unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("ws");
+    std::os::unix::fs::symlink(&fine_dir, &link).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, link, tmp) = (stop.clone(), link.clone(), links.path().join("next"));
+        let targets = [forbidden.clone(), fine_dir.clone()];
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(&targets[i % 2], &tmp).unwrap();
+                std::fs::rename(&tmp, &link).unwrap();
+                i += 1;
+            }
+        })
+    };
+    let (mut refused, mut ran) = (0, 0);
+    for i in 0..150 {
+        let marker = format!("marker-{i}");
+        let (r, code) = run_json(&p.path, &link, &["touch", &marker]);
+        match code {
+            Some(126) => {
+                // The check's own two looks may see either state too.
+                let rule = r["denial"]["rule"].as_str().unwrap_or("");
+                assert!(
+                    ["workspace.system", "policy.reachable"].contains(&rule),
+                    "{r}"
+                );
+                refused += 1;
+            }
+            Some(0) => {
+                assert!(
+                    r["cwd"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(fine_dir.to_str().unwrap()),
+                    "{r}"
+                );
+                assert!(fine_dir.join(&marker).exists(), "{r}");
+                ran += 1;
+            }
+            _ => panic!("{r}"),
+        }
+        let beside: Vec<_> = std::fs::read_dir(&forbidden)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with("marker-"))
+            .collect();
+        assert!(
+            beside.is_empty(),
+            "a run wrote beside the policy: {beside:?}; {r}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    // Both states were seen: the swap really raced the runs.
+    assert!(refused > 0 && ran > 0, "refused {refused}, ran {ran}");
+}
+
 #[test]
 fn a_workspace_holding_the_policy_file_is_refused() {
     let p = policy(ALLOW);

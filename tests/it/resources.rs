@@ -32,10 +32,11 @@ memory_bytes = 1073741824
 processes = 128
 "#;
 
-/// Allocates and touches 2 GiB (bytes multiplication fills every page).
+/// Allocates and touches 4 GiB (bytes multiplication fills every page),
+/// four times the policy's bound.
 const HOG: &str = r#"
 print("allocating", flush=True)
-x = b"x" * (2 << 30)
+x = b"x" * (4 << 30)
 print("survived", len(x), flush=True)
 "#;
 
@@ -76,6 +77,10 @@ while True:
 fn skip() -> bool {
     if !root() {
         cannot_run("needs root (a run cgroup as root; a throwaway account)");
+        return true;
+    }
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        cannot_run("needs /usr/bin/python3 (apt-get install python3)");
         return true;
     }
     false
@@ -223,6 +228,30 @@ fn host_unharmed() {
     );
 }
 
+/// This process's mounts (/proc/self/mountinfo), but those of a container
+/// engine another test module may be starting meanwhile.
+fn mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("/containers/") && !l.contains("/netns/"))
+        .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest).to_string())
+        .collect()
+}
+
+/// No mount of the run is left in this mount namespace: as many mounts
+/// as before, and none new.
+fn assert_no_extra_mount(before: &[String]) {
+    let after = mounts();
+    let extra: Vec<&String> = after.iter().filter(|m| !before.contains(m)).collect();
+    assert!(extra.is_empty(), "mounts left behind: {extra:#?}");
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "mountinfo lines before and after"
+    );
+}
+
 fn warnings(r: &Value) -> String {
     r["warnings"].to_string()
 }
@@ -233,7 +262,9 @@ fn memory_beyond_the_bound_is_ended_by_the_oom_killer() {
         return;
     }
     let p = policy(POLICY);
-    let (r, out, pid) = run_py(agent(), &p.path, 60_000, HOG, &[]);
+    let before = mounts();
+    let tag = marker(4);
+    let (r, out, pid) = run_py(agent(), &p.path, 60_000, HOG, &[&tag]);
     let res = &r["confinement"]["resources"];
     assert!(
         res["mechanism"].as_str().unwrap().starts_with("cgroup"),
@@ -262,6 +293,8 @@ fn memory_beyond_the_bound_is_ended_by_the_oom_killer() {
         "{r}"
     );
     assert_cgroup_gone(&r, pid);
+    assert_eq!(wait_processes_gone(&tag), Vec::<String>::new(), "{r}");
+    assert_no_extra_mount(&before);
     host_unharmed();
 
     // Under the bound the same kind of run goes through.
@@ -333,6 +366,7 @@ fn a_fork_bomb_as_root_is_held_to_the_task_bound() {
     }
 
     // The real thing, until the deadline.
+    let before = mounts();
     let tag = marker(7);
     let (r, out, pid) = run_py(agent(), &p.path, 3000, BOMB, &[&tag]);
     assert_eq!(r["status"], "timedOut", "{r}");
@@ -345,6 +379,7 @@ fn a_fork_bomb_as_root_is_held_to_the_task_bound() {
     assert!(warnings(&r).contains("limits.processes (128)"), "{r}");
     assert_eq!(wait_processes_gone(&tag), Vec::<String>::new(), "{r}");
     assert_cgroup_gone(&r, pid);
+    assert_no_extra_mount(&before);
     host_unharmed();
 }
 
@@ -478,6 +513,175 @@ time.sleep(300)
     assert_cgroup_gone(&last, pid);
 }
 
+/// `limits.processes = 0` is "not bounded by agent-rsh", as 0 is for the
+/// memory: no pids.max, no RLIMIT_NPROC; an account's run forks as root's
+/// does (RLIMIT_NPROC = 0 used to refuse an account every fork), and the
+/// report says the tasks are not bounded.
+#[test]
+fn processes_zero_bounds_nothing_for_root_and_accounts_alike() {
+    if skip() {
+        return;
+    }
+    let p = Shared::new(&POLICY.replace("processes = 128", "processes = 0"));
+    let fork =
+        "import os\npid = os.fork()\nif pid == 0: os._exit(0)\nos.waitpid(pid, 0)\nprint('forked')";
+    let u = User::without_home();
+    for (who, cmd) in [("root", agent()), ("account", u.agent())] {
+        let (r, out, _) = run_py(cmd, &p.path(), 60_000, fork, &[]);
+        assert_eq!(out.status.code(), Some(0), "{who}: {r}");
+        assert_eq!(r["stdout"], "forked\n", "{who}: {r}");
+        let c = &r["confinement"];
+        assert_eq!(c["limits"]["processes"], 0, "{who}: {r}");
+        assert!(c["resources"]["processes"].is_null(), "{who}: {r}");
+        assert!(
+            c["guarantees"]["resources"]
+                .as_str()
+                .unwrap()
+                .contains("tasks not bounded (limits.processes = 0)"),
+            "{who}: {r}"
+        );
+    }
+}
+
+/// An account without a cgroup of the run's own: RLIMIT_NPROC holds its
+/// tasks, but nothing holds the run's memory as a whole; the RunResult says
+/// so in a warning instead of reporting rlimits silently (and text mode
+/// prints it on stderr).
+#[test]
+fn an_account_without_a_cgroup_is_told_memory_is_bounded_per_process_only() {
+    if skip() {
+        return;
+    }
+    let u = User::without_home();
+    let p = Shared::new(POLICY);
+    let (r, out, _) = run_py(u.agent(), &p.path(), 60_000, "print('ran')", &[]);
+    assert_eq!(out.status.code(), Some(0), "{r}");
+    assert_eq!(r["stdout"], "ran\n", "{r}");
+    let res = &r["confinement"]["resources"];
+    let said = "limits.memory_bytes (1073741824 bytes) is not enforced: memory is bounded per process by RLIMIT_AS (limits.address_space_bytes, 17179869184 bytes), not for the whole run: no writable cgroup (";
+    if res["mechanism"].as_str().unwrap().starts_with("cgroup") {
+        // A delegated cgroup holds the whole run: nothing to say.
+        assert!(!warnings(&r).contains("limits.memory_bytes"), "{r}");
+        return;
+    }
+    assert_eq!(res["mechanism"], "rlimits", "{r}");
+    assert!(res["memoryBytes"].is_null(), "{r}");
+    assert!(warnings(&r).contains(said), "{r}");
+    // limits.processes is held (RLIMIT_NPROC counts the account's tasks).
+    assert!(!warnings(&r).contains("limits.processes"), "{r}");
+    let out = u
+        .agent()
+        .args(["run", "--policy"])
+        .arg(p.path())
+        .args(["--", "echo hi"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("agent-rsh: warning: {said}")),
+        "{err}"
+    );
+    // Without a memory bound in the policy, nothing is lost.
+    let p = Shared::new(&POLICY.replace("memory_bytes = 1073741824", "memory_bytes = 0"));
+    let (r, out, _) = run_py(u.agent(), &p.path(), 60_000, "print('ran')", &[]);
+    assert_eq!(out.status.code(), Some(0), "{r}");
+    assert!(!warnings(&r).contains("limits.memory_bytes"), "{r}");
+}
+
+/// Without a PID namespace, agent-rsh and its guardian SIGKILLed together
+/// leave the tree running inside the run's cgroup, which nobody empties
+/// at the end. A later run's sweep of leftovers kills those tasks (the
+/// owner is dead) before it removes the directories.
+#[test]
+fn a_later_run_kills_the_tree_left_when_agent_rsh_and_its_guardian_die_together() {
+    if skip() {
+        return;
+    }
+    let p = policy(POLICY);
+    let tag = marker(300);
+    let script = format!(
+        r#"
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    os.execvp("sleep", ["sleep", "{tag}"])
+print("started", flush=True)
+time.sleep(300)
+"#
+    );
+    let mut child = Command::new(BIN)
+        .env_remove("AGENT_RSH_POLICY")
+        .env(SIMULATE_ENV, "pidns")
+        .args(["run", "--events", "--verbose", "--stdin", "--policy"])
+        .arg(&p.path)
+        .args(["--argv", "--", "python3", "-", &tag])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut guardian = 0;
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["type"] == "start" {
+            guardian = v["pid"].as_i64().unwrap() as i32;
+        }
+        if v["type"] == "output" && v["data"] == "started\n" {
+            break;
+        }
+        assert_ne!(v["type"], "exit", "the run ended early: {v}");
+    }
+    assert!(guardian > 0);
+    wait_for("the sleeper", || sleeps_with(&tag).len() == 1);
+    let left = leftovers(pid);
+    assert!(!left.is_empty(), "the run has a cgroup");
+    // Stopped first, so that neither can react to the other's death.
+    for (who, sig) in [
+        (pid as i32, libc::SIGSTOP),
+        (guardian, libc::SIGSTOP),
+        (guardian, libc::SIGKILL),
+        (pid as i32, libc::SIGKILL),
+    ] {
+        // SAFETY: kill(2) on our child and grandchild.
+        assert_eq!(unsafe { libc::kill(who, sig) }, 0);
+    }
+    child.wait().unwrap();
+    drop(lines);
+    // The gap this test is about: the tree outlived both.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(sleeps_with(&tag).len(), 1, "the sleeper outlived both");
+    assert_eq!(leftovers(pid), left, "the cgroup was left");
+    // Old enough for the sweep (it spares young ones: a run between its
+    // cgroup's creation and its guardian's join looks empty).
+    let old = libc::timespec {
+        tv_sec: 1_000_000_000,
+        tv_nsec: 0,
+    };
+    for d in &left {
+        let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: utimensat with a NUL-terminated path and two timespecs.
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [old, old].as_ptr(), 0) };
+        assert_eq!(r, 0, "utimensat: {}", std::io::Error::last_os_error());
+    }
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&p.path)
+        .args(["--", "echo later"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(wait_until_gone(&tag), Vec::<String>::new(), "no survivor");
+    assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "the cgroup is gone");
+}
+
 /// Root without a cgroup of its own (the seam): RLIMIT_NPROC does not
 /// count its processes, so "required" runs only when an enclosing
 /// cgroup's pids.max bounds them, and refuses in one line otherwise;
@@ -519,6 +723,14 @@ fn root_without_a_cgroup_fails_closed_unless_something_bounds_it() {
             assert_eq!(res["mechanism"], "enclosing cgroup", "{r}");
             assert_eq!(res["enclosingPidsMax"], max, "{r}");
             assert_eq!(res["enclosingCgroup"], dir.display().to_string(), "{r}");
+            // The policy's own bounds are named as not enforced.
+            let w = warnings(&r);
+            assert!(
+                w.contains("limits.memory_bytes (1073741824 bytes) is not enforced")
+                    && w.contains("limits.processes (128) is not enforced")
+                    && w.contains(&format!("pids.max ({max}) of {}", dir.display())),
+                "{r}"
+            );
         }
     }
     // The doctor says the same.

@@ -347,14 +347,25 @@ fn the_interpreter_refuses_to_run_from_a_writable_place() {
     let s = setup("");
     let copy = s.ws.join("agent-rsh");
     std::fs::copy(BIN, &copy).unwrap();
-    let out = Command::new(&copy)
-        .args(["run", "--json", "--policy"])
-        .arg(&s.policy)
-        .arg("--workspace")
-        .arg(&s.ws)
-        .arg("echo a | cat")
-        .output()
-        .unwrap();
+    // Another test thread's fork may hold the copy's write descriptor for a
+    // moment (until its child execs): ETXTBSY then, so try again.
+    let mut tries = 0;
+    let out = loop {
+        match Command::new(&copy)
+            .args(["run", "--json", "--policy"])
+            .arg(&s.policy)
+            .arg("--workspace")
+            .arg(&s.ws)
+            .arg("echo a | cat")
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     assert_eq!(out.status.code(), Some(125));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["error"].as_str().unwrap().contains("can write"), "{v:#}");
