@@ -43,7 +43,10 @@ pub const MAX_BINDS: usize = 192;
 /// (not an errno: negative).
 const UNLINKED: i32 = -libc::ENOENT;
 
-/// How often the view is built again after a source was replaced.
+/// How often one bind's source is cloned again after it was replaced.
+const BIND_TRIES: u32 = 64;
+
+/// How often the whole view is built again when that did not suffice.
 const REBUILD_TRIES: u32 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -88,6 +91,23 @@ struct MountAttr {
     userns_fd: u64,
 }
 
+/// How a bind whose source was replaced by a rename (useradd rewriting
+/// /etc/passwd, an editor saving a scope file) is cloned again right before
+/// its move, so that the window a replacement can hit is two system calls
+/// wide, not the whole assembly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Retry {
+    /// Outside the staging directory: its path still resolves to the host's
+    /// file after the staging tmpfs is mounted.
+    Path,
+    /// Under the staging directory, which the tmpfs hides: through its
+    /// parent directory, opened before the tmpfs is mounted, and its name.
+    Beneath { parent: CString, name: CString },
+    /// The staging directory or one of its ancestors: a lookup would cross
+    /// into the tmpfs. The whole view is built again instead.
+    Rebuild,
+}
+
 /// One step of the assembly, in order.
 enum Step {
     /// Create a directory (errors ignored: it may exist in a bind).
@@ -121,6 +141,9 @@ pub struct View {
     /// and the device and inode a source must have (the persistent
     /// workspace: the directory opened and checked for this run).
     sources: Vec<(CString, u64, Option<DirId>)>,
+    /// How a source is cloned again when it was replaced by a rename since
+    /// it was first cloned (see `Retry`), one per source.
+    retries: Vec<Retry>,
     steps: Vec<Step>,
     /// Landlock ruleset and rights for a tmpfs workspace.
     landlock: Option<(i32, u64)>,
@@ -219,6 +242,24 @@ fn walk(path: &Path) -> Option<Option<(PathBuf, PathBuf)>> {
     Some(Some((target, real)))
 }
 
+/// How `dest` (canonical, symlink-free) is cloned again (see `Retry`).
+fn retry_for(dest: &Path) -> Result<Retry, std::ffi::NulError> {
+    let staging = Path::new(STAGING);
+    if staging.starts_with(dest) {
+        return Ok(Retry::Rebuild);
+    }
+    if !dest.starts_with(staging) {
+        return Ok(Retry::Path);
+    }
+    match (dest.parent(), dest.file_name()) {
+        (Some(parent), Some(name)) => Ok(Retry::Beneath {
+            parent: CString::new(parent.as_os_str().as_bytes())?,
+            name: CString::new(name.as_bytes())?,
+        }),
+        _ => Ok(Retry::Rebuild),
+    }
+}
+
 impl View {
     /// Plans the view. Paths that do not exist are left out, as the
     /// Landlock rule set leaves them out.
@@ -304,6 +345,7 @@ impl View {
         let mut made: Vec<PathBuf> = Vec::new();
         let mut mounted: Vec<PathBuf> = Vec::new();
         let mut sources = Vec::new();
+        let mut retries = Vec::new();
         // Creates the missing parents of `p` inside the tmpfs (those under a
         // bind exist already).
         let mut parents =
@@ -374,6 +416,7 @@ impl View {
                     });
                     let expect = inp.workspace_id.filter(|_| dest == workspace);
                     sources.push((cstr(&dest)?, kind.attr(), expect));
+                    retries.push(retry_for(&dest).map_err(|_| nul(&dest))?);
                 }
             }
             mounted.push(dest);
@@ -399,6 +442,7 @@ impl View {
         }
         Ok(View {
             sources,
+            retries,
             steps,
             landlock: ruleset,
             staging: CString::new(STAGING).expect("no NUL"),
@@ -416,10 +460,11 @@ impl View {
     /// system calls only; returns the errno of the first failure.
     pub fn build_in_guardian(&self) -> Result<(), i32> {
         let mut fds = [-1i32; MAX_BINDS];
+        let mut parents = [-1i32; MAX_BINDS];
         let mut tries = 0;
         loop {
-            let r = self.build(&mut fds);
-            for fd in fds.iter_mut().take(self.sources.len()) {
+            let r = self.build(&mut fds, &mut parents);
+            for fd in fds.iter_mut().chain(parents.iter_mut()) {
                 if *fd >= 0 {
                     // SAFETY: closing fds this function opened.
                     unsafe { libc::close(*fd) };
@@ -427,11 +472,11 @@ impl View {
                 }
             }
             match r {
-                // A source replaced by a rename after it was opened
-                // (useradd writes /etc/passwd so) is an unlinked dentry,
-                // which the kernel will not mount. The staging tmpfs, which
-                // hides the sources under it, goes, and the view is built
-                // again from the paths.
+                // A source replaced again and again while its bind was
+                // retried, or one that cannot be cloned again alone (see
+                // `Retry::Rebuild`): the staging tmpfs, which hides the
+                // sources under it, goes, and the view is built again from
+                // the paths.
                 Err(UNLINKED) if tries < REBUILD_TRIES => {
                     tries += 1;
                     // SAFETY: unmounting the staging tmpfs this function
@@ -444,7 +489,58 @@ impl View {
         }
     }
 
-    fn build(&self, fds: &mut [i32; MAX_BINDS]) -> Result<(), i32> {
+    /// Clones source `i` (at `path`, relative to `dirfd`) into `fds[i]`,
+    /// checks its identity and sets its mount attributes.
+    ///
+    /// # Safety
+    /// Raw system calls; `path` is NUL-terminated, `dirfd` open or AT_FDCWD.
+    unsafe fn clone_source(
+        &self,
+        i: usize,
+        dirfd: i32,
+        path: &std::ffi::CStr,
+        fds: &mut [i32; MAX_BINDS],
+    ) -> Result<(), i32> {
+        let check = |r: libc::c_long| if r < 0 { Err(super::errno()) } else { Ok(r) };
+        let (_, attr, expect) = &self.sources[i];
+        // SAFETY: as the caller promises.
+        unsafe {
+            let fd = check(libc::syscall(
+                libc::SYS_open_tree,
+                dirfd,
+                path.as_ptr(),
+                OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32,
+            ))? as i32;
+            fds[i] = fd;
+            if let Some((dev, ino)) = expect {
+                // The path was replaced since the workspace was checked:
+                // no view (the run goes on without it, its Landlock rule
+                // made on the checked directory).
+                let mut st: libc::stat = std::mem::zeroed();
+                check(libc::fstat(fd, &mut st) as libc::c_long)?;
+                if (st.st_dev, st.st_ino) != (*dev, *ino) {
+                    return Err(libc::ESTALE);
+                }
+            }
+            let ma = MountAttr {
+                attr_set: *attr,
+                attr_clr: 0,
+                propagation: 0,
+                userns_fd: 0,
+            };
+            check(libc::syscall(
+                libc::SYS_mount_setattr,
+                fd,
+                c"".as_ptr(),
+                (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as u32,
+                &ma as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn build(&self, fds: &mut [i32; MAX_BINDS], parents: &mut [i32; MAX_BINDS]) -> Result<(), i32> {
         let check = |r: libc::c_long| if r < 0 { Err(super::errno()) } else { Ok(r) };
         // SAFETY: raw system calls on NUL-terminated strings prepared in the
         // parent and on stack values.
@@ -456,38 +552,15 @@ impl View {
                 libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             ) as libc::c_long)?;
-            for (i, (src, attr, expect)) in self.sources.iter().enumerate() {
-                let fd = check(libc::syscall(
-                    libc::SYS_open_tree,
-                    libc::AT_FDCWD,
-                    src.as_ptr(),
-                    OPEN_TREE_CLONE | libc::O_CLOEXEC as u32 | libc::AT_RECURSIVE as u32,
-                ))? as i32;
-                fds[i] = fd;
-                if let Some((dev, ino)) = expect {
-                    // The path was replaced since the workspace was checked:
-                    // no view (the run goes on without it, its Landlock rule
-                    // made on the checked directory).
-                    let mut st: libc::stat = std::mem::zeroed();
-                    check(libc::fstat(fd, &mut st) as libc::c_long)?;
-                    if (st.st_dev, st.st_ino) != (*dev, *ino) {
-                        return Err(libc::ESTALE);
-                    }
+            for (i, (src, _, _)) in self.sources.iter().enumerate() {
+                self.clone_source(i, libc::AT_FDCWD, src, fds)?;
+                if let Retry::Beneath { parent, .. } = &self.retries[i] {
+                    // Failure only costs the quick retry (a rebuild instead).
+                    parents[i] = libc::open(
+                        parent.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    );
                 }
-                let ma = MountAttr {
-                    attr_set: *attr,
-                    attr_clr: 0,
-                    propagation: 0,
-                    userns_fd: 0,
-                };
-                check(libc::syscall(
-                    libc::SYS_mount_setattr,
-                    fd,
-                    c"".as_ptr(),
-                    (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as u32,
-                    &ma as *const MountAttr,
-                    std::mem::size_of::<MountAttr>(),
-                ))?;
             }
             check(libc::mount(
                 c"tmpfs".as_ptr(),
@@ -515,15 +588,44 @@ impl View {
                         libc::symlink(target.as_ptr(), link.as_ptr());
                     }
                     Step::Bind { index, dest } => {
-                        check(libc::syscall(
-                            libc::SYS_move_mount,
-                            fds[*index],
-                            c"".as_ptr(),
-                            libc::AT_FDCWD,
-                            dest.as_ptr(),
-                            MOVE_MOUNT_F_EMPTY_PATH,
-                        ))
-                        .map_err(|e| if e == libc::ENOENT { UNLINKED } else { e })?;
+                        let i = *index;
+                        let mut tries = 0;
+                        loop {
+                            let moved = check(libc::syscall(
+                                libc::SYS_move_mount,
+                                fds[i],
+                                c"".as_ptr(),
+                                libc::AT_FDCWD,
+                                dest.as_ptr(),
+                                MOVE_MOUNT_F_EMPTY_PATH,
+                            ));
+                            match moved {
+                                Ok(_) => break,
+                                // The source was replaced by a rename after
+                                // it was cloned: an unlinked dentry, which
+                                // the kernel will not mount. Cloned again
+                                // from its path, it is the new file.
+                                Err(libc::ENOENT) if tries < BIND_TRIES => {
+                                    tries += 1;
+                                    libc::close(fds[i]);
+                                    fds[i] = -1;
+                                    match &self.retries[i] {
+                                        Retry::Path => self.clone_source(
+                                            i,
+                                            libc::AT_FDCWD,
+                                            &self.sources[i].0,
+                                            fds,
+                                        )?,
+                                        Retry::Beneath { name, .. } if parents[i] >= 0 => {
+                                            self.clone_source(i, parents[i], name, fds)?
+                                        }
+                                        _ => return Err(UNLINKED),
+                                    }
+                                }
+                                Err(libc::ENOENT) => return Err(UNLINKED),
+                                Err(e) => return Err(e),
+                            }
+                        }
                     }
                     Step::WorkspaceTmpfs { dest, options } => {
                         check(libc::mount(
