@@ -36,17 +36,38 @@ impl Finding {
     pub fn line(&self) -> String {
         format!(
             "{}: {} (argument {}: `{}`); {}",
-            self.rule, self.reason, self.arg_index, self.seen, self.hint
+            self.rule,
+            self.reason,
+            self.arg_index,
+            shown(&self.seen),
+            self.hint
         )
     }
 
     fn denial(&self) -> Denial {
         Denial::new(
             &self.rule,
-            format!("{} (`{}`)", self.reason, self.seen),
+            format!("{} (`{}`)", self.reason, shown(&self.seen)),
             &self.hint,
         )
         .at_arg(self.arg_index)
+    }
+}
+
+/// How many characters of a word a one-line message quotes.
+const SHOWN_CHARS: usize = 100;
+
+/// `seen` as a message quotes it: a long word (inline code, an encoded
+/// payload) is cut, so the line stays readable; the finding's `seen` field
+/// keeps it whole.
+fn shown(seen: &str) -> Cow<'_, str> {
+    match seen.char_indices().nth(SHOWN_CHARS) {
+        None => Cow::Borrowed(seen),
+        Some((cut, _)) => Cow::Owned(format!(
+            "{}… ({} more characters)",
+            &seen[..cut],
+            seen[cut..].chars().count()
+        )),
     }
 }
 
@@ -387,6 +408,32 @@ pub fn rules_in_force(policy: &Policy, source: &str) -> String {
 mod tests {
     use super::*;
     use crate::policy::Trust;
+
+    #[test]
+    fn messages_quote_a_long_word_cut_and_the_finding_keeps_it_whole() {
+        assert_eq!(shown("-c print(1)"), "-c print(1)");
+        let exact = "é".repeat(SHOWN_CHARS);
+        assert_eq!(shown(&exact), exact);
+        let long = format!("{}{}", "é".repeat(SHOWN_CHARS), "x".repeat(2000));
+        assert_eq!(
+            shown(&long),
+            format!("{}… (2000 more characters)", "é".repeat(SHOWN_CHARS))
+        );
+        let f = Finding {
+            rule: "args.python.inline-code".into(),
+            severity: Severity::Medium,
+            verdict: Verdict::Warn,
+            reason: "python -c runs code".into(),
+            hint: "write the code to a file".into(),
+            arg_index: 1,
+            seen: long.clone(),
+            command: "python3".into(),
+            depth: 0,
+        };
+        assert!(f.line().contains("… (2000 more characters)`); write"));
+        assert!(f.line().len() < 400);
+        assert_eq!(f.seen, long);
+    }
 
     fn judged(trust: Trust, cmd: &str) -> Judgement {
         judged_with(trust, &[], cmd)
