@@ -14,8 +14,9 @@
 //!   finds nothing there to map); a fresh workspace is a tmpfs of
 //!   `limits.workspace_bytes` instead, which bounds what a run can write;
 //! - `/dev/null`, `/dev/zero`, `/dev/random`, `/dev/urandom` (and
-//!   `/dev/tty` with the caller's terminal), and a `/proc` of the run's own
-//!   PID namespace;
+//!   `/dev/tty` with the caller's terminal): read-only mounts, so their
+//!   data flows but the host's nodes keep their mode, owner and times; and
+//!   a `/proc` of the run's own PID namespace;
 //!
 //! then makes the tmpfs read-only and pivots into it. Outside the write
 //! scopes every change fails with EROFS whatever the process's ids; a
@@ -68,7 +69,10 @@ impl Kind {
             Kind::Read => base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
             Kind::Write => base | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
             Kind::WriteExec => base | MOUNT_ATTR_NODEV,
-            Kind::Device => base | MOUNT_ATTR_NOEXEC,
+            // Read-only: the node is the host's inode, whose mode, owner,
+            // times and ACL a run (root owns it) must not change; opening it
+            // to write still works, as a device's data is not the mount's.
+            Kind::Device => base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
         }
     }
     fn writable(self) -> bool {

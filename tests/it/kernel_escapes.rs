@@ -122,7 +122,7 @@ fn script(victims: &Path) -> String {
     let v = victims.display();
     format!(
         r#"
-import os, errno, socket, shutil, subprocess
+import os, errno, socket, shutil, subprocess, stat
 def t(name, f):
     try:
         f(); print(name, "ok")
@@ -148,6 +148,17 @@ def sock():
     s = socket.socket(socket.AF_UNIX)
     s.connect(V + "/listener")
 t("unix-socket-outside", sock)
+# The host's device nodes the view binds in: their metadata is the host's.
+# Each call would leave them as they are (the same mode, owner and times),
+# so a failure of the test changes nothing that matters.
+for d in ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"]:
+    st = os.stat(d)
+    t("dev-chmod:" + d, lambda: os.chmod(d, stat.S_IMODE(st.st_mode)))
+    t("dev-chown:" + d, lambda: os.chown(d, st.st_uid, st.st_gid))
+    t("dev-utime:" + d, lambda: os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns)))
+    t("dev-touch:" + d, lambda: os.utime(d))
+t("control-dev-write", lambda: open("/dev/null", "w").write("x") and None)
+t("control-dev-read", lambda: len(open("/dev/zero", "rb").read(4)) == 4 or 1 / 0)
 # Controls: the same calls on a file of the workspace.
 open("mine", "w").write("x")
 t("control-chmod-inside", lambda: os.chmod("mine", 0o600))
@@ -229,6 +240,8 @@ fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
         "{ctx}"
     );
     for control in [
+        "control-dev-write",
+        "control-dev-read",
         "control-open-plain",
         "control-mode-noise",
         "control-cat-after",
@@ -297,6 +310,18 @@ fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
             l.accept().is_err(),
             "nothing connected to the listener; {ctx}"
         );
+    }
+    // The device nodes are the host's: read-only mounts (EROFS), or the
+    // seccomp refusal without the view (EPERM).
+    for d in ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"] {
+        for call in ["dev-chmod", "dev-chown", "dev-utime", "dev-touch"] {
+            let name = format!("{call}:{d}");
+            let got = v.get(&name).map(String::as_str).unwrap_or("missing");
+            assert!(
+                ["EPERM", "EROFS"].contains(&got),
+                "{name} must fail, got {got}; {ctx}"
+            );
+        }
     }
     assert_eq!(before, s.snapshot(), "nothing changed outside; {ctx}");
     assert_eq!(r["confinement"]["mountView"], with_view, "{ctx}");
