@@ -162,11 +162,38 @@ mod tests {
             "PYTHONPATH=.",
             "GIT_CONFIG_COUNT=1",
             "NODE_OPTIONS=--require=x",
+            // Options handed to a tool out of the argument rules' sight.
+            "TAR_OPTIONS=--to-command=id",
+            "MAKEFLAGS=--eval=x:;@id",
+            "MAKEFLAGS=SHELL=/bin/bash",
+            "RSYNC_RSH=sh",
+            "RSYNC_CONNECT_PROG=id",
+            "GOFLAGS=-toolexec=id",
+            "CC=id",
+            "CFLAGS=-wrapper,id",
+            "WGETRC=/tmp/x",
+            "AWKLIBPATH=/tmp",
+            "npm_config_git=id",
+            "NPM_CONFIG_SHELL=id",
+            "RUSTFLAGS=-Clinker=id",
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=id",
+            "CARGO_BUILD_RUSTC=id",
         ] {
             let d = build_with(&Policy::default(), &[bad], &[]).unwrap_err();
             assert_eq!(d.rule, "env.dangerous", "{bad}");
         }
-        assert!(build_with(&Policy::default(), &["RUST_LOG=debug"], &[]).is_ok());
+        for good in [
+            "RUST_LOG=debug",
+            "LANG=C.UTF-8",
+            "CI=true",
+            "TARGET=x",
+            "CCACHE_DIR=x",
+        ] {
+            assert!(
+                build_with(&Policy::default(), &[good], &[]).is_ok(),
+                "{good}"
+            );
+        }
     }
 
     #[test]

@@ -479,6 +479,12 @@ mod tests {
         ("env x-y=1 A=b true", "", &[]),
         ("env -u HOME -- rm -rf /", "guard.fs.rm-root", &[]),
         ("env -S 'true $X'", "wrapper.env.split-string", &[]),
+        // env's `\_` separates words: read as a shell reads it, this was
+        // `rm -r -f -_ -. ...` and `env -u X_id`.
+        ("env -S 'rm -rf\\_.git'", "wrapper.env.split-string", &[]),
+        ("env -S 'env -uX\\_id'", "wrapper.env.split-string", &[]),
+        ("env -S 'true\\ctrue'", "wrapper.env.split-string", &[]),
+        ("env -S 'true x'", "", &[]),
         ("bash -c 'exec rm -rf /'", "guard.fs.rm-root", &[]),
         ("bash -c 'command rm -rf ..'", "guard.fs.rm-root", &[]),
         ("bash -c 'exit 1'", "", &["wrapper.shell.script"]),

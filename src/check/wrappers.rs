@@ -423,6 +423,21 @@ fn split(o: &Opt, argv: &[&str], max_bytes: usize) -> Inner {
     let Some(value) = o.value else {
         return Inner::Nothing;
     };
+    // env reads its own escapes, not a shell's: `\_` separates words
+    // outside quotes (`rm -rf\_.git` is `rm -rf .git`), `\c` ends the
+    // string, `\t` is a tab. Lexed as a shell would, such a string would
+    // be judged as other words than env runs, so none is read.
+    if value.contains('\\') {
+        return Inner::Finding(Problem {
+            rule: "wrapper.env.split-string",
+            severity: Severity::Critical,
+            reason: "the string given to env -S has a backslash escape, which env reads \
+                     otherwise than a shell (`\\_` separates words)"
+                .into(),
+            hint: "give the command as separate words instead of env -S".into(),
+            index: o.index,
+        });
+    }
     let words = match lex::lex(value, max_bytes) {
         Ok(w) => w,
         Err(e) => {

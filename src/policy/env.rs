@@ -72,9 +72,53 @@ pub fn dangerous(name: &str) -> Option<&'static str> {
         "npm_config_script_shell",
         "NPM_CONFIG_SCRIPT_SHELL",
     ];
+    // Options and programs a tool reads from its environment, out of the
+    // argument rules' sight: `TAR_OPTIONS=--to-command=id tar xf a.tar`,
+    // `MAKEFLAGS=--eval=...`, a compiler or linker named by a build.
+    const OPTIONS: &[&str] = &[
+        "TAR_OPTIONS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "GNUMAKEFLAGS",
+        "MAKEFILES",
+        "SHELL",
+        "RSYNC_RSH",
+        "RSYNC_CONNECT_PROG",
+        "GOFLAGS",
+        "CC",
+        "CXX",
+        "CPP",
+        "LD",
+        "CFLAGS",
+        "CXXFLAGS",
+        "CPPFLAGS",
+        "LDFLAGS",
+        "RUSTFLAGS",
+        "RUSTDOCFLAGS",
+        "WGETRC",
+        "CURL_HOME",
+        "AWKPATH",
+        "AWKLIBPATH",
+        "ZIPOPT",
+        "UNZIP",
+        "GREP_OPTIONS",
+    ];
     const PREFIXES: &[&str] = &["LD_", "DYLD_", "BASH_FUNC_", "GIT_CONFIG", "GLIBC_TUNABLES"];
     if EXACT.contains(&name) {
         return Some("it can make the child run or load another program, or escape the workspace");
+    }
+    if OPTIONS.contains(&name) {
+        return Some(
+            "it hands options or a program to a tool (tar, make, rsync, a compiler) where the argument rules cannot see them",
+        );
+    }
+    // npm reads every `npm_config_*` as a setting, whatever its case
+    // (`npm_config_git`, `npm_config_shell` name programs it runs).
+    if name
+        .get(..11)
+        .is_some_and(|p| p.eq_ignore_ascii_case("npm_config_"))
+    {
+        return Some("npm reads it as a setting, some of which name programs it runs");
     }
     if PREFIXES.iter().any(|p| name.starts_with(p)) {
         return Some("it can make the child load code or change its configuration");
@@ -99,7 +143,12 @@ pub fn dangerous(name: &str) -> Option<&'static str> {
         return Some("git runs programs or reads repositories named by it");
     }
     if name.starts_with("CARGO_")
-        && (name.ends_with("_RUNNER") || name.contains("WRAPPER") || name == "CARGO_HOME")
+        && (name.ends_with("_RUNNER")
+            || name.ends_with("_LINKER")
+            || name.contains("WRAPPER")
+            || name.contains("RUSTC")
+            || name.contains("RUSTFLAGS")
+            || name == "CARGO_HOME")
     {
         return Some("cargo runs the program it names");
     }
