@@ -148,7 +148,19 @@ fn check_into(
         d
     };
     let program = resolve(policy, &argv[0]).map_err(locate)?;
-    *judgement = judge::judge(policy, &argv, &mut |name| resolve(policy, name), explain);
+    // An absolute path into a known workspace is judged as the relative
+    // path it names (`rm -rf /home/me/repo` is `rm -rf .` there).
+    let seen: Vec<String> = match workspace {
+        Some(ws) if argv.iter().any(|w| w.starts_with('/')) => {
+            let ws = ws.canonicalize().unwrap_or_else(|_| ws.to_path_buf());
+            let here = ws.join(confine_cwd(req.cwd.as_deref())?);
+            argv.iter()
+                .map(|w| relative_in(&ws, &here, w).unwrap_or_else(|| w.clone()))
+                .collect()
+        }
+        _ => argv.clone(),
+    };
+    *judgement = judge::judge(policy, &seen, &mut |name| resolve(policy, name), explain);
     if let Some(d) = judgement.denial.as_mut() {
         *d = locate(d.clone());
         return Err(d.clone());
@@ -388,6 +400,32 @@ fn canonical_dir(dir: &Path) -> Option<PathBuf> {
         known.push((dir.to_path_buf(), real.clone()));
     }
     Some(real)
+}
+
+/// `word`, an absolute path to the workspace or inside it, as a path
+/// relative to `cwd` (a directory in the workspace): `.` for `cwd`
+/// itself, `..` for its parent, `../.git` for a sibling. None for
+/// anything else (a relative word, a path outside the workspace).
+pub fn relative_in(workspace: &Path, cwd: &Path, word: &str) -> Option<String> {
+    if !word.starts_with('/') {
+        return None;
+    }
+    let target = Path::new(&rules::lexical_path(word)).to_path_buf();
+    let target = target.strip_prefix(workspace).ok()?;
+    let here = cwd.strip_prefix(workspace).ok()?;
+    let (t, h): (Vec<_>, Vec<_>) = (target.components().collect(), here.components().collect());
+    let common = t.iter().zip(&h).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); h.len() - common];
+    parts.extend(
+        t[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    Some(if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    })
 }
 
 /// The cwd, relative to the workspace, with `..` never climbing out of it.

@@ -630,6 +630,11 @@ pub fn static_fields(w: &Word) -> Option<Vec<String>> {
     let words = braces(w).ok()?;
     let mut out = Vec::new();
     for w in &words {
+        // bash expands a tilde after brace expansion: `{~,x}` starts with
+        // the home directory, known only at run time.
+        if matches!(w.parts.first(), Some(Part::Lit(t)) if t.starts_with('~')) {
+            return None;
+        }
         let mut text = String::new();
         let mut quoted = false;
         for p in &w.parts {

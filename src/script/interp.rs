@@ -1148,8 +1148,21 @@ impl Interp<'_> {
         offsets: &[usize],
     ) -> R<Option<PathBuf>> {
         let static_check = self.resolved.get(c.id).cloned().flatten();
+        // The rules read paths as the command sees them from its
+        // directory: an absolute path into the workspace (`"$PWD"`, `~`,
+        // `$HOME/.git`, or typed out) is judged as the relative path it
+        // names, so `rm -rf "$PWD"` is `rm -rf .`. The static check did not
+        // know the directory, so such an argv is judged again.
+        let seen: Vec<String> = argv
+            .iter()
+            .map(|w| {
+                crate::check::relative_in(&self.workspace, &self.cwd, w)
+                    .unwrap_or_else(|| w.clone())
+            })
+            .collect();
         if let Some(r) = &static_check
             && r.checked
+            && seen.as_slice() == argv
         {
             return Ok(Some(r.program.clone()));
         }
@@ -1183,7 +1196,7 @@ impl Interp<'_> {
         let j = {
             let (policy, cache) = (&self.policy, &mut self.cache);
             let mut resolve = |n: &str| resolve_cached(policy, cache, n);
-            judge::judge(policy, argv, &mut resolve, false)
+            judge::judge(policy, &seen, &mut resolve, false)
         };
         for w in j.warnings() {
             self.report(serde_json::json!({ "w": w }));

@@ -478,6 +478,17 @@ impl Verifier<'_> {
         };
         let policy = self.policy;
         let explain = self.explain;
+        // An absolute path into a known workspace is judged as the relative
+        // path it names, as the interpreter judges it (`check::relative_in`).
+        let argv: Vec<String> = match (self.ctx.workspace, &self.cwd) {
+            (Some(ws), Some(cwd)) => {
+                let here = ws.join(cwd);
+                argv.iter()
+                    .map(|w| check::relative_in(ws, &here, w).unwrap_or_else(|| w.clone()))
+                    .collect()
+            }
+            _ => argv,
+        };
         let mut resolve = |n: &str| self.resolve(n);
         let j = judge::judge(policy, &argv, &mut resolve, explain);
         verdict.warnings = j.warnings().collect();

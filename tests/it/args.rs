@@ -383,3 +383,64 @@ fn policy_inside_the_workspace_is_refused() {
         "{r}"
     );
 }
+
+#[test]
+fn the_workspace_and_its_git_are_not_removed_under_another_spelling() {
+    // Each of these removed .git or emptied the workspace under
+    // `confinement = "required"` (the kernel lets a run write its own
+    // workspace): env's `\_`, a path relative to another directory, the
+    // workspace named by an absolute path, `$PWD`, a tilde after brace
+    // expansion. A variable handing options to tar is refused like one
+    // loading a library.
+    let p = policy(
+        "syntax = \"compound\"\n[commands]\nallow = [\"rm\", \"env\", \"touch\", \"ls\", \"tar\", \"true\"]\n",
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git/objects")).unwrap();
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("keep"), "x").unwrap();
+    let abs = root.display().to_string();
+    let cases = [
+        (
+            "env -S 'rm -rf\\_.git'".to_string(),
+            "wrapper.env.split-string",
+        ),
+        ("cd sub && rm -rf ../.git".to_string(), "guard.fs.rm-git"),
+        ("rm -rf sub/../.git".to_string(), "guard.fs.rm-git"),
+        ("rm -rf \"$PWD\"".to_string(), "guard.fs.rm-root"),
+        ("rm -rf \"$PWD/.git\"".to_string(), "guard.fs.rm-git"),
+        (
+            "cd sub && rm -rf \"$PWD/..\"".to_string(),
+            "guard.fs.rm-root",
+        ),
+        (format!("rm -rf {abs}"), "guard.fs.rm-root"),
+        (format!("cd sub; rm -rf {abs}"), "guard.fs.rm-root"),
+        (format!("cd sub; rm -rf {abs}/.git"), "guard.fs.rm-git"),
+        (
+            "TAR_OPTIONS=--to-command=id tar xf a.tar".to_string(),
+            "env.dangerous",
+        ),
+        (
+            "env TAR_OPTIONS=--to-command=id tar xf a.tar".to_string(),
+            "wrapper.env.dangerous-variable",
+        ),
+    ];
+    for (cmd, rule) in &cases {
+        let (r, code) = run_json(Some(&p), Some(&root), cmd);
+        assert_eq!(code, Some(126), "{cmd}: {r}");
+        assert_eq!(r["denial"]["rule"], *rule, "{cmd}: {r}");
+        assert!(root.join(".git/objects").is_dir(), "{cmd} removed .git");
+        assert!(root.join("keep").is_file(), "{cmd} removed a file");
+    }
+    // A fresh workspace is the run's HOME: `{~,}` is `~ ` after brace
+    // expansion, then the tilde is the workspace.
+    let (r, code) = run_json(Some(&p), None, "touch keep; rm -rf {~,}; ls");
+    assert_eq!(code, Some(126), "{r}");
+    assert_eq!(r["denial"]["rule"], "guard.fs.rm-root", "{r}");
+    // Controls: what is meant is still allowed.
+    let (r, code) = run_json(Some(&p), Some(&root), "cd sub && rm -rf ../sub");
+    assert_eq!(code, Some(0), "{r}");
+    assert!(!root.join("sub").exists());
+    assert!(root.join(".git/objects").is_dir());
+}
