@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod profile;
 pub mod profiles;
 pub mod rules;
+pub mod sed;
 pub mod shell;
 
 pub use audit::AuditPolicy;

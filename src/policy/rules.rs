@@ -142,16 +142,41 @@ pub enum PatternError {
     },
 }
 
+/// A pattern of a rule: a regex, or a reader for a language a regex
+/// cannot follow, named by a whole pattern of `@SED_EXECUTES@`,
+/// `@SED_WRITES_OUTSIDE@` or `@SED_UNREADABLE@` (a sed script read as sed
+/// reads it: `policy::sed`).
+#[derive(Debug, Clone)]
+pub(crate) enum Pattern {
+    Regex(Regex),
+    Code(fn(&str) -> bool),
+}
+
+impl Pattern {
+    pub(crate) fn is_match(&self, s: &str) -> bool {
+        match self {
+            Pattern::Regex(r) => r.is_match(s),
+            Pattern::Code(f) => f(s),
+        }
+    }
+}
+
+fn sed_writes_outside(script: &str) -> bool {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| Regex::new(OUTSIDE).expect("OUTSIDE compiles"));
+    super::sed::writes(script, &|f| re.is_match(f))
+}
+
 /// Regexes of a rule, compiled once. `@OUTSIDE@` in a pattern stands for
 /// paths that leave the workspace or reach its control files.
 #[derive(Debug, Clone)]
 pub(crate) struct Compiled {
-    pub(crate) value: Option<Regex>,
-    pub(crate) positional: Option<Regex>,
-    pub(crate) positional_not: Option<Regex>,
-    pub(crate) then: Option<Regex>,
-    pub(crate) word: Option<Regex>,
-    pub(crate) except: Option<Regex>,
+    pub(crate) value: Option<Pattern>,
+    pub(crate) positional: Option<Pattern>,
+    pub(crate) positional_not: Option<Pattern>,
+    pub(crate) then: Option<Pattern>,
+    pub(crate) word: Option<Pattern>,
+    pub(crate) except: Option<Pattern>,
     pub(crate) option: Vec<OptName>,
     pub(crate) with_option: Vec<OptName>,
     pub(crate) unless_option: Vec<OptName>,
@@ -180,12 +205,16 @@ impl OptName {
     }
 }
 
-fn regex(field: &'static str, pattern: &Option<String>) -> Result<Option<Regex>, PatternError> {
+fn regex(field: &'static str, pattern: &Option<String>) -> Result<Option<Pattern>, PatternError> {
     pattern
         .as_deref()
-        .map(|p| {
-            Regex::new(&p.replace("@OUTSIDE@", OUTSIDE))
-                .map_err(|error| PatternError::Regex { field, error })
+        .map(|p| match p {
+            "@SED_EXECUTES@" => Ok(Pattern::Code(super::sed::executes)),
+            "@SED_WRITES_OUTSIDE@" => Ok(Pattern::Code(sed_writes_outside)),
+            "@SED_UNREADABLE@" => Ok(Pattern::Code(super::sed::unreadable)),
+            p => Regex::new(&p.replace("@OUTSIDE@", OUTSIDE))
+                .map(Pattern::Regex)
+                .map_err(|error| PatternError::Regex { field, error }),
         })
         .transpose()
 }
