@@ -33,10 +33,24 @@ pub struct Kernel {
     pub real_landlock_abi: u32,
 }
 
+static SEAM_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the seam ignore `SIMULATE_ENV` from now on: a login shell whose
+/// account did not choose its policy must not let the account take layers
+/// away (the mount view, the PID namespace; under "best-effort" Landlock
+/// and seccomp too). Call it before the first `kernel()`.
+pub fn close_seam() {
+    SEAM_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 pub fn kernel() -> &'static Kernel {
     static K: OnceLock<Kernel> = OnceLock::new();
     K.get_or_init(|| {
-        let wanted = std::env::var(SIMULATE_ENV).unwrap_or_default();
+        let wanted = if SEAM_CLOSED.load(std::sync::atomic::Ordering::SeqCst) {
+            String::new()
+        } else {
+            std::env::var(SIMULATE_ENV).unwrap_or_default()
+        };
         let simulated: Vec<&'static str> = SIMULABLE
             .iter()
             .copied()

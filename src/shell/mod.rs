@@ -318,6 +318,17 @@ fn login_policy(who: &Identity) -> Result<(Policy, String), LoginError> {
             format!("policy {} [{}]", path.display(), sections.join("] ["))
         }
     };
+    // The simulation seam takes confinement layers away; only an account
+    // that may choose its whole policy may use it.
+    if !policy.shell.allow_policy_env {
+        if std::env::var_os(crate::confine::probe::SIMULATE_ENV).is_some_and(|v| !v.is_empty()) {
+            say_err!(
+                "agent-rsh: ignoring ${}: {SYSTEM_POLICY} does not let users choose their policy (shell.allow_policy_env)",
+                crate::confine::probe::SIMULATE_ENV
+            );
+        }
+        crate::confine::probe::close_seam();
+    }
     let from_env = std::env::var_os("AGENT_RSH_POLICY").filter(|v| !v.is_empty());
     match from_env {
         Some(p) if policy.shell.allow_policy_env => {

@@ -271,6 +271,27 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
     // tree is held by the subreaper guardian and the run's cgroup instead
     // of a PID namespace, and the mount view's guarantees by seccomp
     // (README, Security model); the login is not refused for it.
+    // The simulation seam is the account's own choice only where it may
+    // choose its whole policy (shell.allow_policy_env); elsewhere it would
+    // let the account take the mount view away, so it is ignored.
+    sys.write_policy("[commands]\nallow = [\"echo\", \"ls\"]\n[audit]\nlogin = false\n");
+    let out = sys
+        .login(&u, "-agent-rsh", &["-c", "ls /root"])
+        .env(agent_rsh::confine::probe::SIMULATE_ENV, "mountns,pidns")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ignoring $AGENT_RSH_SIMULATE_MISSING"),
+        "{err}"
+    );
+    assert!(
+        err.contains("No such file or directory"),
+        "the mount view holds: /root is not there: {err}"
+    );
+    sys.write_policy(
+        "[commands]\nallow = [\"echo\"]\n[audit]\nlogin = false\n[shell]\nallow_policy_env = true\n",
+    );
     let out = sys
         .login(&u, "-agent-rsh", &["-c", "echo hi"])
         .env(agent_rsh::confine::probe::SIMULATE_ENV, "userns")
@@ -278,6 +299,7 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "hi\n");
+    assert!(!text(&out.stderr).contains("ignoring"));
 
     // A broken section is an error for everyone.
     sys.write_policy("[commands]\nallow = [\"echo\"]\n[users.nobody]\ncommands.alow = []\n");
