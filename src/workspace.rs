@@ -34,7 +34,8 @@ pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
         .filter(|p| p.is_absolute());
     if let Some(base) = home {
         let dir = base.join("agent-rsh/workspaces").join(&leaf);
-        if !dir.starts_with(workspace) && make_private(&dir).is_ok() {
+        if !dir.starts_with(workspace) && make_private(&dir).is_ok() && safe_ancestors(&dir).is_ok()
+        {
             return dir.canonicalize();
         }
     }
@@ -55,6 +56,40 @@ pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
     let dir = base.join(leaf);
     make_private(&dir)?;
     dir.canonicalize()
+}
+
+/// Checks that no other account can replace `dir` or a directory on its
+/// way: every one of them, symlinks resolved, owned by this account or by
+/// root and not writable by group or others unless sticky (`/tmp`, where
+/// only an entry's owner may rename it). A state directory under another
+/// account's home (root with `sudo -E`, a shared `jobs.state_dir`) could
+/// otherwise be swapped for one of theirs between agent-rsh's checks and
+/// its writes. Returns what is wrong, naming the directory.
+pub fn safe_ancestors(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let real = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for a in real.ancestors() {
+        let m = std::fs::metadata(a).map_err(|e| format!("cannot read {}: {e}", a.display()))?;
+        let owner_ok = m.uid() == me || m.uid() == 0;
+        let mode_ok = m.mode() & 0o022 == 0 || m.mode() & libc::S_ISVTX != 0;
+        if !owner_ok || !mode_ok {
+            return Err(format!(
+                "{} (on the way to {}) is {}: another account could replace what agent-rsh keeps there",
+                a.display(),
+                dir.display(),
+                if owner_ok {
+                    format!("writable by others (mode {:o})", m.mode() & 0o7777)
+                } else {
+                    format!("owned by uid {}, not by uid {me} or root", m.uid())
+                }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The name of a workspace's state directory inside its base: the

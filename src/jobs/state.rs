@@ -199,6 +199,15 @@ impl StateDir {
                 ),
             ));
         }
+        if let Err(why) = crate::workspace::safe_ancestors(&root) {
+            return Err(JobError::new(
+                code::FAILED,
+                format!(
+                    "state dir {}: {why}; set jobs.state_dir (or XDG_STATE_HOME) to a directory of this account",
+                    root.display()
+                ),
+            ));
+        }
         Ok(Some(StateDir { root }))
     }
 
@@ -384,12 +393,26 @@ impl JobDir {
 /// Writes a file whole or not at all (temp file, then rename).
 pub(super) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    // A fresh file, never one that is there (a planted symlink would be
+    // followed and truncated); a concurrent writer's leftover is removed
+    // and the creation tried again.
+    let mut tries = 0;
+    let mut f = loop {
+        match std::fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            r => break r?,
+        }
+    };
     // No fsync: job state does not outlive a reboot (the jobs do not).
     f.write_all(data)?;
     std::fs::rename(&tmp, path)

@@ -596,3 +596,51 @@ fn a_relative_named_workspace_is_used_and_kept() {
         format!("{}\n", mine.display())
     );
 }
+
+#[test]
+fn a_state_dir_another_account_could_replace_is_refused() {
+    // Root keeps job state where the environment says; under a directory
+    // another account owns (sudo -E with that account's HOME, a shared
+    // jobs.state_dir) that account could rename the state dir away and put
+    // its own, with symlinks, in its place for root's supervisor to write
+    // through.
+    if !crate::common::root() {
+        crate::common::cannot_run("needs root to hand a directory to nobody");
+        return;
+    }
+    let w = World::new("");
+    let shared = w.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+    let out = w
+        .cmd(&["spawn", "echo x"])
+        .env("XDG_STATE_HOME", &shared)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(125), "{text}");
+    assert!(text.contains("owned by uid 65534"), "{text}");
+    assert!(
+        !shared.join("agent-rsh/jobs/1").exists(),
+        "no job was started: {text}"
+    );
+    // The same tree, handed back to root, is used.
+    std::os::unix::fs::chown(&shared, Some(0), Some(0)).unwrap();
+    let out = w
+        .cmd(&["spawn", "echo x"])
+        .env("XDG_STATE_HOME", &shared)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let j = id(&crate::common::json(&out.stdout));
+    let out = w
+        .cmd(&["wait", &j])
+        .env("XDG_STATE_HOME", &shared)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
