@@ -39,13 +39,31 @@ const BATCH_VERSION: &str = "2025-03-26";
 /// Longest message accepted (a `run` with a large `stdin` fits).
 const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
-const INSTRUCTIONS: &str = "agent-rsh runs one command per call, without a shell: \
+/// The server's instructions: the first sentence follows `policy.syntax`,
+/// as the `run` tool's description does.
+fn instructions(syntax: crate::policy::Syntax) -> &'static str {
+    match syntax {
+        crate::policy::Syntax::Compound => INSTRUCTIONS_COMPOUND,
+        _ => INSTRUCTIONS_SIMPLE,
+    }
+}
+
+const INSTRUCTIONS_SIMPLE: &str = "agent-rsh runs one command per call, without a shell: \
 no pipes, redirection, globbing, variables or command substitution. The policy decides \
 which programs may run; a refusal names the rule and says what to do instead. \
 Commands run confined by the kernel, in a fresh workspace unless the server was \
 started with --workspace. When the spawn tool is listed, a command that outlasts one call \
 (a server, a watcher, a long build or test suite) goes to spawn, which answers with a job id \
 for status, output, grep, send and kill.";
+
+const INSTRUCTIONS_COMPOUND: &str = "agent-rsh runs a command line per call as bash \
+reads it: pipes, `&&`, `;`, redirections inside the workspace, here-documents, variables \
+and `cd` work (the run tool's description says what does not). Every command of the line \
+is checked; the policy decides which programs may run, and a refusal names the rule and \
+says what to do instead. Commands run confined by the kernel, in a fresh workspace unless \
+the server was started with --workspace. When the spawn tool is listed, a command that \
+outlasts one call (a server, a watcher, a long build or test suite) goes to spawn, which \
+answers with a job id for status, output, grep, send and kill.";
 
 /// Which era a request is served under.
 #[derive(Debug, Clone, PartialEq)]
@@ -549,7 +567,7 @@ impl Server {
                 "capabilities": capabilities(),
                 // The schema carries it in `_meta`; the prose example at top level.
                 "serverInfo": server_info(),
-                "instructions": INSTRUCTIONS,
+                "instructions": instructions(self.ctx.policy.syntax),
                 "ttlMs": 0,
                 "cacheScope": "private",
             }),
@@ -603,7 +621,7 @@ impl Server {
                 "protocolVersion": version,
                 "capabilities": capabilities(),
                 "serverInfo": server_info(),
-                "instructions": INSTRUCTIONS,
+                "instructions": instructions(self.ctx.policy.syntax),
             }),
         );
         Ok(())

@@ -1152,3 +1152,26 @@ fn the_run_description_follows_the_policy_syntax() {
     assert!(run.contains("give its content as `stdin`"), "{run}");
     assert!(!run.contains("here-document"), "{run}");
 }
+
+#[test]
+fn the_instructions_follow_the_policy_syntax() {
+    // Under the default ("compound") the instructions used to say pipes
+    // and redirection were refused, contradicting the run tool.
+    let hello = |p: Option<&TestPolicy>| {
+        let mut s = Server::start(p);
+        let r = s.call(
+            json!(1),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw-test", "version": "1"}}),
+        );
+        r["result"]["instructions"].as_str().unwrap().to_string()
+    };
+    let compound = hello(None);
+    assert!(compound.contains("pipes, `&&`"), "{compound}");
+    assert!(!compound.contains("no pipes"), "{compound}");
+    let simple = hello(Some(&policy(
+        "syntax = \"simple\"\n[commands]\nallow = [\"echo\"]\n",
+    )));
+    assert!(simple.contains("no pipes"), "{simple}");
+}
