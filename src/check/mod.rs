@@ -19,6 +19,7 @@ use crate::lex;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{Policy, Syntax};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -150,15 +151,13 @@ fn check_into(
     let program = resolve(policy, &argv[0]).map_err(locate)?;
     // An absolute path into a known workspace is judged as the relative
     // path it names (`rm -rf /home/me/repo` is `rm -rf .` there).
-    let seen: Vec<String> = match workspace {
+    let seen = match workspace {
         Some(ws) if argv.iter().any(|w| w.starts_with('/')) => {
             let ws = ws.canonicalize().unwrap_or_else(|_| ws.to_path_buf());
             let here = ws.join(confine_cwd(req.cwd.as_deref())?);
-            argv.iter()
-                .map(|w| relative_in(&ws, &here, w).unwrap_or_else(|| w.clone()))
-                .collect()
+            as_seen_from(&ws, &here, &argv)
         }
-        _ => argv.clone(),
+        _ => Cow::Borrowed(&argv[..]),
     };
     *judgement = judge::judge(policy, &seen, &mut |name| resolve(policy, name), explain);
     if let Some(d) = judgement.denial.as_mut() {
@@ -400,6 +399,21 @@ fn canonical_dir(dir: &Path) -> Option<PathBuf> {
         known.push((dir.to_path_buf(), real.clone()));
     }
     Some(real)
+}
+
+/// `argv` with every absolute path into `workspace` replaced by the path
+/// relative to `cwd` it names (`relative_in`), as the rules judge it;
+/// borrowed when no word changes (the usual case costs no allocation).
+pub fn as_seen_from<'a>(workspace: &Path, cwd: &Path, argv: &'a [String]) -> Cow<'a, [String]> {
+    let changed = |w: &String| relative_in(workspace, cwd, w);
+    match argv.iter().position(|w| changed(w).is_some()) {
+        None => Cow::Borrowed(argv),
+        Some(_) => Cow::Owned(
+            argv.iter()
+                .map(|w| changed(w).unwrap_or_else(|| w.clone()))
+                .collect(),
+        ),
+    }
 }
 
 /// `word`, an absolute path to the workspace or inside it, as a path

@@ -1153,16 +1153,10 @@ impl Interp<'_> {
         // `$HOME/.git`, or typed out) is judged as the relative path it
         // names, so `rm -rf "$PWD"` is `rm -rf .`. The static check did not
         // know the directory, so such an argv is judged again.
-        let seen: Vec<String> = argv
-            .iter()
-            .map(|w| {
-                crate::check::relative_in(&self.workspace, &self.cwd, w)
-                    .unwrap_or_else(|| w.clone())
-            })
-            .collect();
+        let seen = crate::check::as_seen_from(&self.workspace, &self.cwd, argv);
         if let Some(r) = &static_check
             && r.checked
-            && seen.as_slice() == argv
+            && matches!(seen, std::borrow::Cow::Borrowed(_))
         {
             return Ok(Some(r.program.clone()));
         }

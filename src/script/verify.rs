@@ -480,13 +480,8 @@ impl Verifier<'_> {
         let explain = self.explain;
         // An absolute path into a known workspace is judged as the relative
         // path it names, as the interpreter judges it (`check::relative_in`).
-        let argv: Vec<String> = match (self.ctx.workspace, &self.cwd) {
-            (Some(ws), Some(cwd)) => {
-                let here = ws.join(cwd);
-                argv.iter()
-                    .map(|w| check::relative_in(ws, &here, w).unwrap_or_else(|| w.clone()))
-                    .collect()
-            }
+        let argv = match (self.ctx.workspace, &self.cwd) {
+            (Some(ws), Some(cwd)) => check::as_seen_from(ws, &ws.join(cwd), &argv).into_owned(),
             _ => argv,
         };
         let mut resolve = |n: &str| self.resolve(n);
