@@ -311,6 +311,12 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             println!("  no network beyond the policy's:     {}", g.network);
             println!("  no descendant outlives the run:     {}", g.tree);
             println!("  one run cannot take the host:       {}", g.resources);
+            println!("  no IPC object of the host:          {}", g.ipc);
+            println!(
+                "  no process outside is touched:      {}",
+                g.other_processes
+            );
+            println!("  each process reads its /proc/self:  {}", g.proc_self);
         }
         for w in &warnings {
             println!("warning: {w}");

@@ -92,6 +92,15 @@ pub struct Guarantees {
     pub tree: String,
     /// One run cannot take the host: memory and tasks of the whole run.
     pub resources: String,
+    /// The run sees and leaves behind no SysV IPC object or POSIX message
+    /// queue of the host.
+    pub ipc: String,
+    /// No process outside the run (agent-rsh and the guardian included)
+    /// gets a signal, rlimit, priority or scheduling change from it.
+    pub other_processes: String,
+    /// Every process of the run reads its own `/proc/self`, and nothing of
+    /// a process outside the run.
+    pub proc_self: String,
 }
 
 /// What bounds the memory and the tasks (processes and threads) of the
@@ -313,6 +322,10 @@ pub struct SeccompReport {
     /// Socket families the child may create.
     pub socket_families: Vec<&'static str>,
     pub denied: Vec<&'static str>,
+    /// The highest system call number the filter knows; every number
+    /// above it fails with ENOSYS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_syscall_max: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -398,6 +411,10 @@ pub struct Confinement {
     /// The filter for a run without its mount view (metadata calls and
     /// UNIX sockets refused everywhere).
     seccomp_without_view: Option<&'static [sock_filter]>,
+    /// Which variant `seccomp` and `seccomp_without_view` are: the network
+    /// setting, and whether they are for a guardian without a PID (and
+    /// IPC) namespace.
+    seccomp_variant: seccomp::Variant,
     /// The private mount view, while it is wanted.
     view: Option<view::View>,
     /// Ask exec for a PID namespace (the tree dies with its init).
@@ -420,6 +437,10 @@ pub struct Confinement {
 /// The exec guarantee without the mount view: what it does not hold.
 /// Landlock governs execve, not mmap; only the view's noexec mounts keep
 /// the loader from mapping a file the run wrote.
+/// What the exec guarantee leaves with every mechanism in place: the loader
+/// maps any ELF file it may read.
+pub const READ_SCOPE_LOADER_NOTE: &str = "; the ELF loader can still run an ELF program that scopes.read holds (ld.so FILE), under this confinement: the default read scopes hold libraries and data, and the few helper programs packaged beside libraries (gettext's, glib's under /usr/lib/<arch>-linux-gnu)";
+
 pub const LOADER_GAP_GUARANTEE: &str = "; NOT held for files the run writes: without the mount view the workspace and write scopes are not noexec, so the loader (ld.so ./file, dlopen, ctypes) can map an ELF written there and run it, under the same confinement";
 
 /// The warning of a run without the mount view, about the same gap.
@@ -628,6 +649,7 @@ impl Confinement {
             let variant = |without_view| seccomp::Variant {
                 network_allowed,
                 without_view,
+                without_pid_ns: false,
             };
             match seccomp::program(variant(false))
                 .and_then(|p| seccomp::program(variant(true)).map(|q| (p, q)))
@@ -637,6 +659,7 @@ impl Confinement {
                     seccomp_without_view = Some(q);
                     seccomp_report.enforced = true;
                     seccomp_report.denied = seccomp::DENIED_GROUPS.to_vec();
+                    seccomp_report.known_syscall_max = Some(seccomp::KNOWN_MAX);
                     seccomp_report.socket_families = family_names(variant(false));
                 }
                 Err(e) => {
@@ -720,6 +743,11 @@ impl Confinement {
             drop_caps: !off,
             seccomp,
             seccomp_without_view,
+            seccomp_variant: seccomp::Variant {
+                network_allowed,
+                without_view: false,
+                without_pid_ns: false,
+            },
             view,
             // The PID namespace is what makes the tree kill exact, so it is
             // wanted even with confinement off (which then tolerates its
@@ -876,8 +904,8 @@ impl Confinement {
         let seccomp = r.seccomp.enforced;
         if seccomp {
             let v = seccomp::Variant {
-                network_allowed: r.seccomp.socket_families.contains(&"inet"),
                 without_view: !r.mount_view,
+                ..self.seccomp_variant
             };
             r.seccomp.socket_families = family_names(v);
         }
@@ -888,8 +916,8 @@ impl Confinement {
         }
         let g = &mut r.guarantees;
         g.exec = match (r.landlock.enforced, seccomp) {
-            (true, true) => "landlock (execute rights) + seccomp (no executable memfd)".into(),
-            (true, false) => "landlock (execute rights); memfd exec not refused".into(),
+            (true, true) => "landlock (execute rights) + seccomp (no memfd)".into(),
+            (true, false) => "landlock (execute rights); memfds not refused".into(),
             _ => none(),
         };
         if r.landlock.enforced {
@@ -898,7 +926,27 @@ impl Confinement {
             } else {
                 LOADER_GAP_GUARANTEE
             });
+            g.exec.push_str(READ_SCOPE_LOADER_NOTE);
         }
+        g.ipc = match (pid_ns, seccomp) {
+            _ if off => none(),
+            (true, _) => "ipc namespace of the run (destroyed with it; its segments count against the run's memory)".into(),
+            (false, true) => "seccomp (SysV IPC and POSIX message queues refused)".into(),
+            (false, false) => none(),
+        };
+        g.other_processes = match (pid_ns, seccomp) {
+            _ if off => none(),
+            (true, true) => "pid namespace (no other process visible) + seccomp (the guardian, pid 1, cannot be named)".into(),
+            (false, true) if r.landlock.restricts.contains(&"signal") => "seccomp (prlimit64, setpriority, sched_set*, ioprio_set name the caller only) + landlock (no signal out of the run)".into(),
+            (false, true) => "seccomp (prlimit64, setpriority, sched_set*, ioprio_set name the caller only); signals to the caller's other processes are NOT refused (Landlock ABI 6 scopes them)".into(),
+            (true, false) => "pid namespace; the guardian (pid 1) is not protected".into(),
+            (false, false) => none(),
+        };
+        g.proc_self = match (r.landlock.enforced, r.mount_view && pid_ns) {
+            (false, _) => "not restricted".into(),
+            (true, true) => "the mount view's /proc, of the run's own pid namespace, readable whole; landlock keeps the guardian's environment, memory and descriptors out of reach".into(),
+            (true, false) => "landlock: the command's first process reads its own /proc/self, the processes it starts do not (the host's /proc: no mount view of the run's own)".into(),
+        };
         g.files = match (r.landlock.enforced, r.mount_view) {
             (true, true) => "landlock + read-only mount view".into(),
             (true, false) => "landlock".into(),
@@ -1030,9 +1078,10 @@ impl Confinement {
             loopback_missing(self.report.mode, &mut self.warnings, why)?;
             self.loopback = false;
             self.report.network = Network::None;
+            self.seccomp_variant.network_allowed = false;
             let variant = |without_view| seccomp::Variant {
-                network_allowed: false,
                 without_view,
+                ..self.seccomp_variant
             };
             if self.seccomp.is_none() {
                 self.warnings.push(
@@ -1051,6 +1100,28 @@ impl Confinement {
         }
         self.want_net_namespace = false;
         Ok(true)
+    }
+
+    /// Chooses the seccomp filters for a guardian with or without its PID
+    /// (and IPC) namespace; exec calls this before each clone it tries.
+    /// Without the namespace, the filters refuse SysV IPC and POSIX
+    /// message queues (the host's) and calls aimed at any process but the
+    /// caller itself.
+    pub fn select_seccomp(&mut self, pid_ns: bool) -> Result<(), ConfineError> {
+        if self.seccomp.is_none() || self.seccomp_variant.without_pid_ns != pid_ns {
+            return Ok(());
+        }
+        self.seccomp_variant.without_pid_ns = !pid_ns;
+        let v = self.seccomp_variant;
+        self.seccomp = Some(seccomp::program(seccomp::Variant {
+            without_view: false,
+            ..v
+        })?);
+        self.seccomp_without_view = Some(seccomp::program(seccomp::Variant {
+            without_view: true,
+            ..v
+        })?);
+        Ok(())
     }
 
     /// Whether the guardian brings `lo` up in the run's network namespace.
@@ -1079,7 +1150,9 @@ impl Confinement {
     }
 
     /// In the forked child, just before exec. Raw system calls only.
-    pub fn apply_in_child(&self, with_view: bool) -> Result<(), (Stage, i32)> {
+    /// `own_proc`: `/proc` is the mount view's, of the run's own PID
+    /// namespace, so all of it may be read (see `landlock_in_child`).
+    pub fn apply_in_child(&self, with_view: bool, own_proc: bool) -> Result<(), (Stage, i32)> {
         for &(res, val) in &self.rlimits {
             let lim = libc::rlimit {
                 rlim_cur: val,
@@ -1097,7 +1170,7 @@ impl Confinement {
             }
         }
         if let Some(fd) = &self.landlock {
-            landlock_in_child(fd.as_raw_fd()).map_err(|e| (Stage::Landlock, e))?;
+            landlock_in_child(fd.as_raw_fd(), own_proc).map_err(|e| (Stage::Landlock, e))?;
         }
         if self.drop_caps {
             sys::drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;
@@ -1130,13 +1203,25 @@ impl Confinement {
     }
 }
 
-/// Adds the child's own /proc/self (opened here, so it names this process)
-/// and restricts the calling thread with the rule set.
-fn landlock_in_child(ruleset: RawFd) -> Result<(), i32> {
+/// Adds /proc and restricts the calling thread with the rule set.
+///
+/// A Landlock rule names an inode, and `/proc/self` resolves to this
+/// process's `/proc/PID`: a rule on it would let no other process of the
+/// run read its own. So where `/proc` is the mount view's, a proc of the
+/// run's own PID namespace (`own_proc`), all of it is readable: it holds
+/// the run's processes and its init, the guardian, whose environment,
+/// memory, descriptors and maps Landlock keeps from the run (a sandboxed
+/// process cannot ptrace, nor read the ptrace-guarded files of, a process
+/// outside its domain). Otherwise `/proc` is the host's, and only this
+/// process's own directory is granted (opened here, so it names this
+/// process): its children cannot read their own `/proc/self`, which the
+/// report says.
+fn landlock_in_child(ruleset: RawFd, own_proc: bool) -> Result<(), i32> {
+    let path = if own_proc { c"/proc" } else { c"/proc/self" };
     // SAFETY: raw system calls on a NUL-terminated literal.
     unsafe {
         let proc_self = libc::open(
-            c"/proc/self".as_ptr(),
+            path.as_ptr(),
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         );
         if proc_self >= 0 {

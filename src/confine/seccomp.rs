@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// Groups of refused system calls, for reports and hints.
-pub const DENIED_GROUPS: [&str; 13] = [
+pub const DENIED_GROUPS: [&str; 15] = [
     "ptrace and process_vm_*",
     "io_uring",
     "bpf and perf_event_open",
@@ -23,7 +23,9 @@ pub const DENIED_GROUPS: [&str; 13] = [
     "terminal input injection (TIOCSTI, TIOCLINUX)",
     "setuid and setgid bits (chmod family)",
     "setuid and setgid bits at creation (open, openat, creat with O_CREAT or O_TMPFILE; mknod, mknodat); openat2 gets ENOSYS",
-    "executable anonymous files (memfd_create without MFD_NOEXEC_SEAL)",
+    "anonymous files (memfd_create, memfd_secret: ENOSYS; the loader could map one executable)",
+    "scheduling, priority and resource limits of other processes (prlimit64, setpriority, sched_set*, ioprio_set, process_madvise)",
+    "system calls newer than the filter (ENOSYS above the highest number it knows)",
 ];
 
 /// What a filter is built for.
@@ -35,13 +37,35 @@ pub struct Variant {
     /// confined to the scopes by the mount table, so they are refused
     /// everywhere instead.
     pub without_view: bool,
+    /// The run has no PID namespace (nor the IPC namespace created with
+    /// it): every process of the host is visible, so calls that act on
+    /// another process by its id may act only on the caller itself, and
+    /// SysV IPC and POSIX message queues (the host's) are refused.
+    pub without_pid_ns: bool,
 }
 
 impl Variant {
     fn index(self) -> usize {
-        self.network_allowed as usize | (self.without_view as usize) << 1
+        self.network_allowed as usize
+            | (self.without_view as usize) << 1
+            | (self.without_pid_ns as usize) << 2
     }
 }
+
+/// The highest system call number the filter knows: `file_setattr`
+/// (Linux 6.17) on x86_64 and aarch64, whose tables share every number
+/// from 424 up. Every number above it fails with ENOSYS, as on a kernel
+/// that lacks it, so a call a newer kernel adds stays closed until this
+/// filter has been taught what it does.
+pub const KNOWN_MAX: u32 = 469;
+
+/// file_setattr (Linux 6.17): sets the inode flags FS_IOC_FSSETXATTR sets.
+const FILE_SETATTR: libc::c_long = 469;
+/// open_tree_attr (Linux 6.15): open_tree with mount attributes.
+const OPEN_TREE_ATTR: libc::c_long = 467;
+/// The ioctls that set inode flags (immutable, append-only, no-dump,
+/// sync, project id): FS_IOC_SETFLAGS, its 32-bit twin, FS_IOC_FSSETXATTR.
+const SETFLAGS_IOCTLS: [u64; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
 
 /// Calls refused in a run without a private mount view: every change of a
 /// file's metadata (Landlock does not govern them, and root owns the
@@ -67,20 +91,39 @@ pub const METADATA_CALLS: [libc::c_long; 18] = [
     libc::SYS_fremovexattr,
 ];
 
-/// setxattrat and removexattrat (Linux 6.13), not yet in libc.
-#[cfg(target_arch = "x86_64")]
-const XATTRAT_CALLS: [libc::c_long; 2] = [463, 466];
-#[cfg(not(target_arch = "x86_64"))]
-const XATTRAT_CALLS: [libc::c_long; 0] = [];
+/// setxattrat and removexattrat (Linux 6.13) and file_setattr (Linux
+/// 6.17), not yet in libc; the numbers are shared by x86_64 and aarch64.
+const NEW_METADATA_CALLS: [libc::c_long; 3] = [463, 466, FILE_SETATTR];
+
+/// SysV IPC and POSIX message queues: refused without the run's own IPC
+/// namespace, where they would reach the host's segments and queues.
+fn ipc_calls() -> Vec<libc::c_long> {
+    let mut v = vec![
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_mq_open,
+        libc::SYS_mq_unlink,
+        libc::SYS_mq_timedsend,
+        libc::SYS_mq_timedreceive,
+        libc::SYS_mq_notify,
+        libc::SYS_mq_getsetattr,
+    ];
+    v.sort_unstable();
+    v
+}
 
 /// The filter for a variant; `Err` names why it cannot be built.
 pub fn program(v: Variant) -> Result<&'static [sock_filter], ConfineError> {
-    static P: [OnceLock<Result<BpfProgram, ConfineError>>; 4] = [
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-    ];
+    static P: [OnceLock<Result<BpfProgram, ConfineError>>; 8] = [const { OnceLock::new() }; 8];
     P[v.index()]
         .get_or_init(|| build(v))
         .as_ref()
@@ -97,6 +140,12 @@ fn build(v: Variant) -> Result<BpfProgram, ConfineError> {
 }
 
 fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
+    build_at(v, fast, KNOWN_MAX)
+}
+
+/// `build_with` for a filter that knows the calls up to `known_max` (the
+/// tests lower it to prove, on a real kernel, that a call above it fails).
+fn build_at(v: Variant, fast: bool, known_max: u32) -> Result<BpfProgram, ConfineError> {
     let compile = |why: String| ConfineError::SeccompCompile { why };
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|e| compile(format!("unsupported architecture: {e}")))?;
@@ -150,6 +199,9 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
         libc::SYS_vhangup,
         libc::SYS_chroot,
         libc::SYS_fanotify_init,
+        libc::SYS_process_madvise,
+        libc::SYS_process_mrelease,
+        OPEN_TREE_ATTR,
         #[cfg(target_arch = "x86_64")]
         libc::SYS_iopl,
         #[cfg(target_arch = "x86_64")]
@@ -174,8 +226,16 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| compile(e.to_string()))?;
     rules.insert(libc::SYS_clone, clone_rules);
+    // Inode flags are metadata: without the view's read-only mounts (which
+    // make the ioctls fail with EROFS) they are refused everywhere.
+    let setflags: &[u64] = if v.without_view {
+        &SETFLAGS_IOCTLS
+    } else {
+        &[]
+    };
     let ioctl_rules = [libc::TIOCSTI, libc::TIOCLINUX]
         .iter()
+        .chain(setflags)
         .map(|&r| SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, r)]))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| compile(e.to_string()))?;
@@ -258,22 +318,67 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
             .map_err(|e| compile(e.to_string()))?;
         rules.insert(nr, r);
     }
-    // Anonymous files never execute: a memfd must be created sealed
-    // non-executable (MFD_NOEXEC_SEAL, Linux 6.3), so `execve` of one
-    // fails. Landlock does not see memfds, which live on no path.
-    const MFD_NOEXEC_SEAL: u64 = 0x8;
-    const MFD_EXEC: u64 = 0x10;
-    rules.insert(
-        libc::SYS_memfd_create,
-        vec![
-            SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(MFD_NOEXEC_SEAL), 0)])
-                .map_err(|e| compile(e.to_string()))?,
-            SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(MFD_EXEC), MFD_EXEC)])
-                .map_err(|e| compile(e.to_string()))?,
-        ],
-    );
+    // Calls that act on another process by its id. In the run's PID
+    // namespace every process but its init, the guardian (pid 1), belongs
+    // to the run, and PRIO_USER and IOPRIO_WHO_USER reach every process of
+    // a uid it sees, the guardian included. Without the namespace every
+    // process of the host is visible: only the caller itself (id 0) may
+    // be named.
+    let rule =
+        |conds: Vec<SeccompCondition>| SeccompRule::new(conds).map_err(|e| compile(e.to_string()));
+    let pid_first: &[libc::c_long] = &[
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_sched_setaffinity,
+    ];
+    const PRIO_USER: u64 = 2;
+    const IOPRIO_WHO_PROCESS: u64 = 1;
+    const IOPRIO_WHO_USER: u64 = 3;
+    if v.without_pid_ns {
+        for &nr in pid_first {
+            rules.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Ne, 0)])?]);
+        }
+        // PRIO_PROCESS is 0: only (PRIO_PROCESS, 0) passes.
+        rules.insert(
+            libc::SYS_setpriority,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Ne, 0)])?,
+                rule(vec![cond(1, SeccompCmpOp::Ne, 0)])?,
+            ],
+        );
+        rules.insert(
+            libc::SYS_ioprio_set,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Ne, IOPRIO_WHO_PROCESS)])?,
+                rule(vec![cond(1, SeccompCmpOp::Ne, 0)])?,
+            ],
+        );
+        for nr in ipc_calls() {
+            rules.insert(nr, Vec::new());
+        }
+    } else {
+        for &nr in pid_first {
+            rules.insert(nr, vec![rule(vec![cond(0, SeccompCmpOp::Eq, 1)])?]);
+        }
+        rules.insert(
+            libc::SYS_setpriority,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Eq, PRIO_USER)])?,
+                rule(vec![cond(1, SeccompCmpOp::Eq, 1)])?,
+            ],
+        );
+        rules.insert(
+            libc::SYS_ioprio_set,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)])?,
+                rule(vec![cond(1, SeccompCmpOp::Eq, 1)])?,
+            ],
+        );
+    }
     if v.without_view {
-        for nr in METADATA_CALLS.iter().chain(XATTRAT_CALLS.iter()) {
+        for nr in METADATA_CALLS.iter().chain(NEW_METADATA_CALLS.iter()) {
             rules.insert(*nr, Vec::new());
         }
     }
@@ -289,7 +394,7 @@ fn build_with(v: Variant, fast: bool) -> Result<BpfProgram, ConfineError> {
     let body: BpfProgram = filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| compile(e.to_string()))?;
-    let mut prog = prefix();
+    let mut prog = prefix_with(known_max);
     if fast && let Some(fast) = fast_allow(&denied) {
         prog.extend(fast);
     }
@@ -375,19 +480,27 @@ fn fast_allow(denied: &[u32]) -> Option<BpfProgram> {
 }
 
 /// Checks run before the arch-specific table: x32 system call numbers are
-/// refused (they would bypass a table keyed by x86_64 numbers), and clone3
-/// fails with ENOSYS, because its flags live in memory a filter cannot read
-/// and ENOSYS makes the C library fall back to clone, whose flags it can;
-/// openat2 likewise (its mode lives in a struct, and the setuid bits at
-/// creation are refused on openat's mode register).
-fn prefix() -> BpfProgram {
+/// refused (they would bypass a table keyed by x86_64 numbers); every
+/// number above `KNOWN_MAX` fails with ENOSYS; clone3 fails with ENOSYS,
+/// because its flags live in memory a filter cannot read and ENOSYS makes
+/// the C library fall back to clone, whose flags it can; openat2 likewise
+/// (its mode lives in a struct, and the setuid bits at creation are
+/// refused on openat's mode register). memfd_create and memfd_secret fail
+/// with ENOSYS, so programs fall back to a file: an anonymous file lives
+/// on no mount a noexec flag or a Landlock rule governs, and the ELF
+/// loader maps one executable even when it is sealed against execve.
+fn prefix_with(known_max: u32) -> BpfProgram {
+    let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
     vec![
         ins(LD_W_ABS, 0, 0, 0),
         ins(JGE_K, 0, 1, 0x4000_0000),
         ins(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
-        ins(JEQ_K, 1, 0, libc::SYS_clone3 as u32),
-        ins(JEQ_K, 0, 1, libc::SYS_openat2 as u32),
-        ins(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        ins(JGE_K, 4, 0, known_max + 1),
+        ins(JEQ_K, 3, 0, libc::SYS_clone3 as u32),
+        ins(JEQ_K, 2, 0, libc::SYS_openat2 as u32),
+        ins(JEQ_K, 1, 0, libc::SYS_memfd_create as u32),
+        ins(JEQ_K, 0, 1, libc::SYS_memfd_secret as u32),
+        ins(RET_K, 0, 0, enosys),
     ]
 }
 
@@ -433,17 +546,20 @@ mod tests {
     fn fast_path_changes_no_verdict() {
         let native = AUDIT_ARCH.unwrap();
         let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-        for v in [false, true].into_iter().flat_map(|n| {
-            [false, true].map(|w| Variant {
-                network_allowed: n,
-                without_view: w,
-            })
+        for v in (0..8).map(|i| Variant {
+            network_allowed: i & 1 != 0,
+            without_view: i & 2 != 0,
+            without_pid_ns: i & 4 != 0,
         }) {
             let net = v.network_allowed;
             let fast = build_with(v, true).unwrap();
             let slow = build_with(v, false).unwrap();
             assert!(fast.len() > slow.len(), "the fast path is in place");
             let arg0s = [
+                0,
+                1,
+                2,
+                3,
                 libc::AF_UNIX as u64,
                 libc::AF_INET as u64,
                 libc::AF_NETLINK as u64,
@@ -453,7 +569,7 @@ mod tests {
             for arch in [native, 0x4000_0003] {
                 for nr in (0..600u32).chain([0x4000_0000 + 41]) {
                     for a0 in arg0s {
-                        for a1 in [0, libc::TIOCSTI] {
+                        for a1 in [0, 1, 7, libc::TIOCSTI, 0x4008_6602] {
                             let args = [a0, a1, 0, 0, 0, 0];
                             assert_eq!(
                                 eval(&fast, nr, arch, args),
@@ -540,9 +656,43 @@ mod tests {
                 sys(libc::SYS_openat2, [0; 6]),
                 libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
             );
-            assert_eq!(memfd(0), eperm);
-            assert_eq!(memfd(0x10 | 0x8), eperm);
-            assert_eq!(memfd(0x8 | 0x1), libc::SECCOMP_RET_ALLOW);
+            let enosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+            assert_eq!(memfd(0), enosys);
+            assert_eq!(memfd(0x8 | 0x1), enosys);
+            assert_eq!(eval(&fast, KNOWN_MAX + 1, native, [0; 6]), enosys);
+            assert_eq!(eval(&fast, 1000, native, [0; 6]), enosys);
+            // file_setattr and the inode-flag ioctls are metadata calls.
+            assert_eq!(sys(FILE_SETATTR, [0; 6]) == eperm, v.without_view);
+            assert_eq!(
+                sys(libc::SYS_ioctl, [3, 0x4008_6602, 0, 0, 0, 0]) == eperm,
+                v.without_view
+            );
+            assert_eq!(
+                sys(libc::SYS_ioctl, [3, 0x8008_6601, 0, 0, 0, 0]),
+                libc::SECCOMP_RET_ALLOW,
+                "FS_IOC_GETFLAGS reads"
+            );
+            // Other processes: the caller itself (0) always; the guardian
+            // (pid 1 in the run's PID namespace) never; others only with
+            // the namespace, where they are the run's own.
+            let own = v.without_pid_ns;
+            for nr in [libc::SYS_prlimit64, libc::SYS_sched_setaffinity] {
+                assert_eq!(sys(nr, [0; 6]), libc::SECCOMP_RET_ALLOW);
+                assert_eq!(sys(nr, [1, 0, 0, 0, 0, 0]), eperm);
+                assert_eq!(sys(nr, [7, 0, 0, 0, 0, 0]) == eperm, own);
+            }
+            assert_eq!(sys(libc::SYS_setpriority, [0; 6]), libc::SECCOMP_RET_ALLOW);
+            assert_eq!(sys(libc::SYS_setpriority, [0, 1, 0, 0, 0, 0]), eperm);
+            assert_eq!(sys(libc::SYS_setpriority, [2, 0, 0, 0, 0, 0]), eperm);
+            assert_eq!(sys(libc::SYS_setpriority, [0, 7, 0, 0, 0, 0]) == eperm, own);
+            assert_eq!(
+                sys(libc::SYS_ioprio_set, [1, 0, 0, 0, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+            assert_eq!(sys(libc::SYS_ioprio_set, [3, 0, 0, 0, 0, 0]), eperm);
+            assert_eq!(sys(libc::SYS_shmget, [0; 6]) == eperm, own);
+            assert_eq!(sys(libc::SYS_mq_open, [0; 6]) == eperm, own);
+            assert_eq!(sys(libc::SYS_process_madvise, [0; 6]), eperm);
             assert_eq!(sock(libc::AF_INET) == eperm, !net);
             assert_eq!(eval(&fast, libc::SYS_ptrace as u32, native, [0; 6]), eperm);
             assert_eq!(
@@ -550,5 +700,49 @@ mod tests {
                 libc::SECCOMP_RET_ALLOW
             );
         }
+    }
+
+    /// The ceiling on a real kernel: a filter that knows the calls up to
+    /// 438 refuses faccessat2 (439) with ENOSYS, which the kernel itself
+    /// implements, while the shipped filter lets it through. A child
+    /// process installs each filter and reports what the call returned.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_call_above_the_ceiling_fails_with_enosys_on_this_kernel() {
+        let v = Variant {
+            network_allowed: true,
+            without_view: false,
+            without_pid_ns: false,
+        };
+        let outcome = |known_max: u32| -> i32 {
+            let prog = build_at(v, true, known_max).unwrap();
+            // SAFETY: the child makes raw system calls only, then _exits.
+            unsafe {
+                let pid = libc::fork();
+                assert!(pid >= 0);
+                if pid == 0 {
+                    let fprog = libc::sock_fprog {
+                        len: prog.len() as u16,
+                        filter: prog.as_ptr() as *mut libc::sock_filter,
+                    };
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    if libc::prctl(
+                        libc::PR_SET_SECCOMP,
+                        libc::SECCOMP_MODE_FILTER,
+                        &fprog as *const libc::sock_fprog,
+                    ) != 0
+                    {
+                        libc::_exit(99);
+                    }
+                    let r = libc::syscall(439, libc::AT_FDCWD, c"/".as_ptr(), libc::F_OK, 0);
+                    libc::_exit(if r == 0 { 0 } else { *libc::__errno_location() });
+                }
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+                libc::WEXITSTATUS(status)
+            }
+        };
+        assert_eq!(outcome(KNOWN_MAX), 0, "faccessat2 works under the filter");
+        assert_eq!(outcome(438), libc::ENOSYS, "above the ceiling: ENOSYS");
     }
 }

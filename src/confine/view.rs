@@ -60,6 +60,13 @@ enum Kind {
     WriteExec,
     /// A device node.
     Device,
+    /// A persistent workspace's `.git`: writable like the workspace, but a
+    /// mount point of its own, so it cannot be renamed away or removed and
+    /// replaced by a directory the run planted (EBUSY).
+    GitDir,
+    /// What a git run outside the sandbox would execute or obey: a
+    /// persistent workspace's `.git/hooks` and `.git/config`, read-only.
+    GitProtected,
 }
 
 impl Kind {
@@ -73,10 +80,12 @@ impl Kind {
             // times and ACL a run (root owns it) must not change; opening it
             // to write still works, as a device's data is not the mount's.
             Kind::Device => base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
+            Kind::GitDir => base | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            Kind::GitProtected => base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
         }
     }
     fn writable(self) -> bool {
-        matches!(self, Kind::Write | Kind::WriteExec)
+        matches!(self, Kind::Write | Kind::WriteExec | Kind::GitDir)
     }
 }
 
@@ -246,6 +255,37 @@ fn walk(path: &Path) -> Option<Option<(PathBuf, PathBuf)>> {
     Some(Some((target, real)))
 }
 
+/// The binds that keep a persistent workspace's repository from being
+/// turned against a later git outside the sandbox: `.git` a mount point of
+/// its own, its `hooks` and `config` read-only. Git inside the run still
+/// writes objects, refs, the index and logs (add, commit, stash, checkout,
+/// switch, rebase); `git config` and `git remote add`, which rewrite the
+/// config, fail with EBUSY or EROFS. A missing `hooks` directory is
+/// created (empty, owned as `.git` is) so the run cannot create it. A
+/// `.git` that is a file (a linked worktree) or a symlink is left alone.
+fn git_protection(workspace: &Path) -> Vec<(PathBuf, Kind)> {
+    use std::os::unix::fs::MetadataExt;
+    let git = workspace.join(".git");
+    let Ok(m) = std::fs::symlink_metadata(&git) else {
+        return Vec::new();
+    };
+    if !m.is_dir() {
+        return Vec::new();
+    }
+    let mut v = vec![(git.clone(), Kind::GitDir)];
+    let hooks = git.join("hooks");
+    if std::fs::symlink_metadata(&hooks).is_err() && std::fs::create_dir(&hooks).is_ok() {
+        let _ = std::os::unix::fs::chown(&hooks, Some(m.uid()), Some(m.gid()));
+    }
+    for p in [hooks, git.join("config")] {
+        match std::fs::symlink_metadata(&p) {
+            Ok(pm) if !pm.file_type().is_symlink() => v.push((p, Kind::GitProtected)),
+            _ => {}
+        }
+    }
+    v
+}
+
 /// How `dest` (canonical, symlink-free) is cloned again (see `Retry`).
 fn retry_for(dest: &Path) -> Result<Retry, std::ffi::NulError> {
     let staging = Path::new(STAGING);
@@ -306,6 +346,7 @@ impl View {
                 Kind::Write
             };
             plan.binds.push((workspace.clone(), k));
+            plan.binds.extend(git_protection(&workspace));
         }
 
         // Parents before children; among equal paths the writable kind wins.
@@ -320,7 +361,7 @@ impl View {
             let needed = match outer {
                 None => true,
                 Some((_, ok)) => {
-                    kind == Kind::Device
+                    matches!(kind, Kind::Device | Kind::GitDir | Kind::GitProtected)
                         || (kind.writable() && !ok.writable())
                         || (kind == Kind::WriteExec && *ok == Kind::Write)
                 }

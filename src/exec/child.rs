@@ -75,6 +75,11 @@ pub(super) fn spawn_guardian(
     let mut first_err = 0;
     let mut refused = None;
     loop {
+        if let Err(e) = confinement.select_seccomp(spec.pid_ns) {
+            refused = Some(e);
+            r = -1;
+            break;
+        }
         r = try_clone(spec, confinement);
         if r >= 0 {
             break;
@@ -170,7 +175,12 @@ fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
     }
     let mut flags = confinement.extra_clone_flags();
     if spec.pid_ns {
-        flags |= libc::CLONE_NEWPID as libc::c_ulong;
+        // The run's own IPC namespace comes with its PID namespace: SysV
+        // segments, queues and semaphores and POSIX message queues of the
+        // host are out of sight, and what the run creates is destroyed
+        // with the namespace when its last process exits. Without it the
+        // seccomp filter refuses those calls (`select_seccomp`).
+        flags |= (libc::CLONE_NEWPID | libc::CLONE_NEWIPC) as libc::c_ulong;
     }
     if spec.view && (spec.pid_ns || user_ns.is_none() && !confinement.needs_user_namespace()) {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
@@ -433,7 +443,7 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
         if libc::chdir(spec.cwd) != 0 {
             fail(Stage::Chdir, errno());
         }
-        if let Err((stage, e)) = confinement.apply_in_child(spec.view) {
+        if let Err((stage, e)) = confinement.apply_in_child(spec.view, spec.view && spec.pid_ns) {
             fail(stage, e);
         }
         libc::syscall(

@@ -52,9 +52,12 @@ pub struct Policy {
     /// Network access of the child.
     pub network: Network,
     /// With `network = "none"`, also give the run its own network namespace
-    /// (no interfaces) where the kernel allows. Opt-in: creating one costs
-    /// about 1.5 ms per run on some kernels, and seccomp refuses non-UNIX
-    /// sockets either way.
+    /// (no interface up) where the kernel allows. On by default: without
+    /// it the run reads the host's socket tables (`/proc/self/net/tcp`,
+    /// `unix`: every UNIX socket path of the host) and reaches the host's
+    /// abstract UNIX sockets where Landlock cannot scope them. `false`
+    /// saves the namespace's cost (about 1.5 ms per run on some kernels);
+    /// seccomp and Landlock still refuse inet sockets.
     pub network_namespace: bool,
     pub commands: Commands,
     pub env: EnvPolicy,
@@ -336,29 +339,59 @@ pub struct Scopes {
 
 impl Default for Scopes {
     fn default() -> Self {
-        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect();
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<PathBuf>>();
+        // Libraries and data, not directories of programs: the ELF loader
+        // maps whatever it may read, so `/usr/lib` as a whole (git-core,
+        // gcc's cc1, llvm's lli: hundreds of programs on a Debian host)
+        // would let `ld.so /usr/lib/git-core/git` run git under a policy
+        // that does not allow it. The shared libraries live in the
+        // multiarch directory (and /usr/lib64 elsewhere); Python's standard
+        // library and packages, locales, terminfo, the magic database and
+        // npm (which node runs as a script) in their own. A program that
+        // needs more of /usr/lib gets it through its own entry in
+        // `scopes.read` or `scopes.exec`, as git's exec path does.
+        let arch = std::env::consts::ARCH;
+        let mut read = vec![
+            PathBuf::from(format!("/usr/lib/{arch}-linux-gnu")),
+            PathBuf::from(format!("/lib/{arch}-linux-gnu")),
+        ];
+        read.extend(p(&[
+            "/usr/lib64",
+            "/lib64",
+            "/usr/lib/locale",
+            "/usr/lib/terminfo",
+            "/usr/lib/file",
+            "/usr/lib/mime",
+            "/usr/lib/ssl",
+            "/usr/lib/os-release",
+            "/usr/lib/node_modules",
+            "/usr/lib/python3",
+        ]));
+        // Only the versions this host has, so `policy show` stays short.
+        read.extend(
+            (6..=20)
+                .map(|minor| PathBuf::from(format!("/usr/lib/python3.{minor}")))
+                .filter(|d| d.is_dir()),
+        );
+        read.extend(p(&[
+            "/usr/share",
+            "/etc/ld.so.cache",
+            "/etc/ld.so.conf",
+            "/etc/ld.so.conf.d",
+            "/etc/localtime",
+            "/etc/passwd",
+            "/etc/group",
+            "/etc/nsswitch.conf",
+            "/etc/hosts",
+            "/etc/resolv.conf",
+            "/etc/ssl",
+            "/etc/ca-certificates",
+            "/etc/gitconfig",
+            "/etc/magic",
+            "/etc/mime.types",
+        ]));
         Scopes {
-            read: p(&[
-                "/usr/lib",
-                "/usr/lib64",
-                "/lib",
-                "/lib64",
-                "/usr/share",
-                "/etc/ld.so.cache",
-                "/etc/ld.so.conf",
-                "/etc/ld.so.conf.d",
-                "/etc/localtime",
-                "/etc/passwd",
-                "/etc/group",
-                "/etc/nsswitch.conf",
-                "/etc/hosts",
-                "/etc/resolv.conf",
-                "/etc/ssl",
-                "/etc/ca-certificates",
-                "/etc/gitconfig",
-                "/etc/magic",
-                "/etc/mime.types",
-            ]),
+            read,
             write: Vec::new(),
             exec: Vec::new(),
         }
@@ -373,7 +406,7 @@ impl Default for Policy {
             trust: Trust::default(),
             confinement: ConfinementMode::default(),
             network: Network::default(),
-            network_namespace: false,
+            network_namespace: true,
             commands: Commands::default(),
             env: EnvPolicy::default(),
             limits: Limits::default(),

@@ -336,17 +336,19 @@ fn network_none_refuses_tcp_and_udp_and_allow_permits_tcp() {
 }
 
 #[test]
-fn network_namespace_is_opt_in_and_reported() {
-    let (netns, _) = agent_rsh::confine::probe::try_namespaces(
-        (libc::CLONE_NEWPID | libc::CLONE_NEWNET) as libc::c_ulong,
-    );
+fn network_namespace_is_on_by_default_and_reported() {
+    let r = run_in(&policy("", ""), None, "cat /proc/self/status");
+    let netns = r["confinement"]["userNamespace"] == true
+        || agent_rsh::confine::probe::try_namespaces(
+            (libc::CLONE_NEWPID | libc::CLONE_NEWNET) as libc::c_ulong,
+        )
+        .0;
+    assert_eq!(r["confinement"]["networkNamespace"], netns, "{r}");
     let r = run_in(
-        &policy("network_namespace = true", ""),
+        &policy("network_namespace = false", ""),
         None,
         "cat /proc/self/status",
     );
-    assert_eq!(r["confinement"]["networkNamespace"], netns, "{r}");
-    let r = run_in(&policy("", ""), None, "cat /proc/self/status");
     assert_eq!(r["confinement"]["networkNamespace"], false, "{r}");
 }
 

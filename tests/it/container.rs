@@ -258,11 +258,30 @@ t("memfd-exec-mfd-exec", lambda: memfd_exec(0x10))
 def sock():
     s = socket.socket(socket.AF_UNIX); s.connect("/tmp/listener")
 t("socket-outside", sock)
+import ctypes, struct
+libc = ctypes.CDLL(None, use_errno=True)
+def call(v):
+    if v < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+# The container's SysV segment (made before the run, key 0x777).
+t("shm-outside", lambda: call(libc.shmget(0x777, 0, 0)))
+t("syscall-above-ceiling", lambda: call(libc.syscall(470, 0, 0, 0, 0, 0)))
+attr = ctypes.create_string_buffer(struct.pack("=QIIIIQ", 0x40, 0, 0, 0, 0, 0))
+t("file-setattr-outside", lambda: call(libc.syscall(469, -100, b"/etc/passwd", attr, 32, 0)))
+fd = os.open("/etc/passwd", os.O_RDONLY)
+flags = ctypes.c_long(0x40)
+t("setflags-outside", lambda: call(libc.ioctl(fd, 0x40086602, ctypes.byref(flags))))
+class RL(ctypes.Structure):
+    _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
+one = RL(1, 1)
+t("prlimit-container-init", lambda: call(libc.prlimit(1, 0, ctypes.byref(one), None)))
+t("prlimit-parent", lambda: call(libc.prlimit(os.getppid(), 7, ctypes.byref(RL(0, 0)), None)))
+t("setpriority-user", lambda: call(libc.setpriority(2, 0, 19)))
 "#;
     let out = in_container(
         &profile,
         &policy,
-        "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\"/tmp/listener\"); s.listen(); import time; time.sleep(20)' & sleep 0.3; m1=$(stat -c %a%Y /usr/bin/id /etc/passwd); /agent-rsh run --stdin --policy /policy.toml -- python3 -; m2=$(stat -c %a%Y /usr/bin/id /etc/passwd); [ \"$m1\" = \"$m2\" ] && echo UNCHANGED",
+        "python3 -c 'import ctypes; ctypes.CDLL(None).shmget(0x777, 4096, 0o1600)'; python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\"/tmp/listener\"); s.listen(); import time; time.sleep(20)' & sleep 0.3; m1=$(stat -c %a%Y /usr/bin/id /etc/passwd); /agent-rsh run --stdin --policy /policy.toml -- python3 -; m2=$(stat -c %a%Y /usr/bin/id /etc/passwd); [ \"$m1\" = \"$m2\" ] && echo UNCHANGED",
         attack,
     );
     for name in [
@@ -274,6 +293,13 @@ t("socket-outside", sock)
         "memfd-exec-sealed",
         "memfd-exec-mfd-exec",
         "socket-outside",
+        "shm-outside",
+        "syscall-above-ceiling",
+        "file-setattr-outside",
+        "setflags-outside",
+        "prlimit-container-init",
+        "prlimit-parent",
+        "setpriority-user",
     ] {
         let line = out
             .lines()

@@ -15,6 +15,7 @@ mod confine;
 mod container;
 mod jobs;
 mod kernel_escapes;
+mod kernel_isolation;
 mod lex_bash;
 mod limits;
 mod man;
