@@ -404,7 +404,33 @@ fn canonical_dir(dir: &Path) -> Option<PathBuf> {
 /// `argv` with every absolute path into `workspace` replaced by the path
 /// relative to `cwd` it names (`relative_in`), as the rules judge it;
 /// borrowed when no word changes (the usual case costs no allocation).
+///
+/// Inside the workspace's `.git` (`cd .git && rm -rf *`) the relative words
+/// are given from the workspace root instead (`.git/HEAD`, `.git/objects`),
+/// so the guards see that they name the repository: spelled from there,
+/// nothing in them says so.
 pub fn as_seen_from<'a>(workspace: &Path, cwd: &Path, argv: &'a [String]) -> Cow<'a, [String]> {
+    let in_git = cwd
+        .strip_prefix(workspace)
+        .ok()
+        .filter(|here| here.components().any(|c| c.as_os_str() == ".git"));
+    if let Some(here) = in_git {
+        let here = here.to_string_lossy();
+        return Cow::Owned(
+            argv.iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    if i == 0 || w.starts_with('-') || w.is_empty() {
+                        w.clone()
+                    } else if w.starts_with('/') {
+                        relative_in(workspace, workspace, w).unwrap_or_else(|| w.clone())
+                    } else {
+                        rules::lexical_path(&format!("{here}/{w}"))
+                    }
+                })
+                .collect(),
+        );
+    }
     let changed = |w: &String| relative_in(workspace, cwd, w);
     match argv.iter().position(|w| changed(w).is_some()) {
         None => Cow::Borrowed(argv),

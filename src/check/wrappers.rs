@@ -378,15 +378,19 @@ fn actions(w: &WrapperSpec, argv: &[&str]) -> Inner {
         .iter()
         .skip(k)
         .take_while(|a| !(a.starts_with('-') || **a == "(" || **a == "!"));
-    let mut outside: Vec<&str> = Vec::new();
+    let mut outside: Vec<String> = Vec::new();
     let mut seen: Vec<String> = Vec::new();
+    let mut inside: Vec<&str> = Vec::new();
     for a in starts {
         let p = super::rules::lexical_path(a);
         if (p.starts_with('/') || p == ".." || p.starts_with("../")) && !seen.contains(&p) {
             seen.push(p);
-            outside.push(a);
+            outside.push(a.to_string());
+        } else if !p.starts_with('/') {
+            inside.push(a);
         }
     }
+    outside.extend(repository_candidates(&inside, &argv[k..]));
     let mut commands = Vec::new();
     let mut j = k;
     while j < argv.len() {
@@ -415,6 +419,131 @@ fn actions(w: &WrapperSpec, argv: &[&str]) -> Inner {
     } else {
         Inner::Commands(commands)
     }
+}
+
+/// What `{}` stands for that matters to a guard, for starting points in the
+/// workspace: the starting point itself, which find yields first unless a
+/// name test excludes it (`find . -exec rm -rf {} +` reads as `rm -rf .`),
+/// and the repository below it, `START/.git`, when a name or path test
+/// could match it (`find . -name .git -exec rm -rf {} +` reads as `rm -rf
+/// ./.git`; `-name '.g*'` too). Tests are read as a union, whatever the
+/// operators between them: a path find might yield is a candidate.
+fn repository_candidates(starts: &[&str], expr: &[&str]) -> Vec<String> {
+    let mut names: Vec<(&str, bool)> = Vec::new();
+    let mut paths: Vec<(&str, bool)> = Vec::new();
+    for pair in expr.windows(2) {
+        match pair[0] {
+            "-name" => names.push((pair[1], false)),
+            "-iname" => names.push((pair[1], true)),
+            "-path" | "-wholename" => paths.push((pair[1], false)),
+            "-ipath" | "-iwholename" => paths.push((pair[1], true)),
+            _ => {}
+        }
+    }
+    let matches = |(pat, fold): (&str, bool), text: &str| {
+        if fold {
+            fnmatch(&pat.to_lowercase(), &text.to_lowercase())
+        } else {
+            fnmatch(pat, text)
+        }
+    };
+    let tests = !names.is_empty() || !paths.is_empty();
+    let mut out = Vec::new();
+    for start in starts {
+        let base = start
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(start);
+        let git = format!("{}/.git", start.trim_end_matches('/'));
+        let start_named =
+            names.iter().any(|&n| matches(n, base)) || paths.iter().any(|&p| matches(p, start));
+        if !tests || start_named {
+            out.push(start.to_string());
+        }
+        if names.iter().any(|&n| matches(n, ".git")) || paths.iter().any(|&p| matches(p, &git)) {
+            out.push(git);
+        }
+    }
+    out
+}
+
+/// fnmatch(3) without flags, as find's -name and -path use it: `*` and `?`
+/// match any character, `/` and a leading `.` included; `[...]` a class
+/// (`!` or `^` negates, `a-z` ranges); a backslash quotes. Iterative, with
+/// one star to return to, so a hostile pattern costs O(pattern x text).
+fn fnmatch(pat: &str, text: &str) -> bool {
+    enum Tok {
+        Star,
+        Any,
+        Char(char),
+        Class(Vec<(char, char)>, bool),
+    }
+    let p: Vec<char> = pat.chars().collect();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            '*' => toks.push(Tok::Star),
+            '?' => toks.push(Tok::Any),
+            '\\' if i + 1 < p.len() => {
+                i += 1;
+                toks.push(Tok::Char(p[i]));
+            }
+            '[' => {
+                let mut k = i + 1;
+                let negate = matches!(p.get(k), Some('!') | Some('^'));
+                if negate {
+                    k += 1;
+                }
+                let mut ranges = Vec::new();
+                let mut first = true;
+                while k < p.len() && (first || p[k] != ']') {
+                    first = false;
+                    if k + 2 < p.len() && p[k + 1] == '-' && p[k + 2] != ']' {
+                        ranges.push((p[k], p[k + 2]));
+                        k += 3;
+                    } else {
+                        ranges.push((p[k], p[k]));
+                        k += 1;
+                    }
+                }
+                if k < p.len() {
+                    toks.push(Tok::Class(ranges, negate));
+                    i = k;
+                } else {
+                    toks.push(Tok::Char('['));
+                }
+            }
+            c => toks.push(Tok::Char(c)),
+        }
+        i += 1;
+    }
+    let t: Vec<char> = text.chars().collect();
+    let one = |tok: &Tok, c: char| match tok {
+        Tok::Any => true,
+        Tok::Char(x) => *x == c,
+        Tok::Class(r, negate) => r.iter().any(|&(a, b)| a <= c && c <= b) != *negate,
+        Tok::Star => false,
+    };
+    let (mut pi, mut ti) = (0, 0);
+    let mut back: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < toks.len() && matches!(toks[pi], Tok::Star) {
+            back = Some((pi, ti));
+            pi += 1;
+        } else if pi < toks.len() && one(&toks[pi], t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if let Some((bp, bt)) = back {
+            pi = bp + 1;
+            ti = bt + 1;
+            back = Some((bp, bt + 1));
+        } else {
+            return false;
+        }
+    }
+    toks[pi..].iter().all(|t| matches!(t, Tok::Star))
 }
 
 /// `env -S STRING`: the string is split into words that take the place of
@@ -523,5 +652,43 @@ fn shell(n: &Normalized, argv: &[&str], max_bytes: usize) -> Inner {
             unchecked(format!("starts with the shell builtin `{w}`"))
         }
         Some(_) => Inner::Words(words),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnmatch_reads_patterns_as_find_does() {
+        for (pat, text, want) in [
+            (".git", ".git", true),
+            (".g*", ".git", true),
+            ("*", ".git", true),
+            ("*.pyc", ".git", false),
+            ("[.]git", ".git", true),
+            ("[!.]git", ".git", false),
+            ("?git", ".git", true),
+            ("*/.git", "./.git", true),
+            ("\\.git", ".git", true),
+            ("[", "[", true),
+            (
+                "a*b*c*d*e*f*g*h*i*j*k",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                false,
+            ),
+        ] {
+            assert_eq!(fnmatch(pat, text), want, "{pat} {text}");
+        }
+    }
+
+    #[test]
+    fn find_gives_braces_the_start_and_the_repository_it_could_match() {
+        let c = |starts: &[&str], expr: &[&str]| repository_candidates(starts, expr);
+        assert_eq!(c(&["."], &["-exec", "rm"]), vec!["."]);
+        assert_eq!(c(&["."], &["-name", ".git"]), vec!["./.git"]);
+        assert_eq!(c(&["src"], &["-name", "*.pyc"]), Vec::<String>::new());
+        assert_eq!(c(&["a/"], &["-iname", ".GI?"]), vec!["a/.git"]);
+        assert_eq!(c(&["."], &["-path", "./.git"]), vec!["./.git"]);
     }
 }

@@ -444,3 +444,69 @@ fn the_workspace_and_its_git_are_not_removed_under_another_spelling() {
     assert!(!root.join("sub").exists());
     assert!(root.join(".git/objects").is_dir());
 }
+
+/// Removing, emptying or moving away the workspace's `.git`, in the
+/// spellings whose paths are known only when the command starts: the
+/// paths find would give `{}`, tar --remove-files, a glob inside .git, a
+/// `cd` into it. With confinement off, so the string layer alone decides;
+/// the repository is intact afterwards and each refusal names the rule.
+#[test]
+fn the_repository_cannot_be_removed_in_any_spelling() {
+    if Command::new("git").arg("--version").output().is_err() {
+        crate::common::cannot_run("needs git (apt-get install git)");
+        return;
+    }
+    let p = policy(
+        "confinement = \"off\"\n[commands]\nallow = [\"rm\", \"find\", \"tar\", \"mv\", \"ls\", \"cat\"]\n",
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let st = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("src/a.pyc"), "x").unwrap();
+    let entries = || std::fs::read_dir(ws.path().join(".git")).unwrap().count();
+    let before = entries();
+    for (cmd, rule) in [
+        ("find . -name .git -exec rm -rf {} +", "guard.fs.rm-git"),
+        ("find . -name '.g*' -exec rm -rf {} ';'", "guard.fs.rm-git"),
+        ("find . -iname .GIT -execdir rm -r {} +", "guard.fs.rm-git"),
+        ("find . -path '*/.git' -exec rm -rf {} +", "guard.fs.rm-git"),
+        ("find . -exec rm -rf {} +", "guard.fs.rm-root"),
+        ("tar --remove-files -cf /dev/null .git", "guard.fs.rm-git"),
+        (
+            "tar -c --remove-files -f /dev/null ./.git/objects",
+            "guard.fs.rm-git",
+        ),
+        ("rm -rf .git/*", "guard.fs.rm-git"),
+        ("cd .git && rm -rf *", "guard.fs.rm-git"),
+        ("cd .git/refs && rm -rf ../objects", "guard.fs.rm-git"),
+        ("cd .git && rm -rf .", "guard.fs.rm-git"),
+        ("mv .git old", "guard.fs.mv-git"),
+        ("mv ./.git/ /tmp/elsewhere", "guard.fs.mv-git"),
+    ] {
+        let (r, code) = run_json(Some(&p), Some(ws.path()), cmd);
+        assert_eq!(code, Some(126), "{cmd}: {r}");
+        assert_eq!(r["denial"]["rule"], rule, "{cmd}: {r}");
+        assert!(
+            !r["denial"]["hint"].as_str().unwrap_or("").is_empty(),
+            "{cmd}: {r}"
+        );
+        assert_eq!(entries(), before, "{cmd} left .git as it was");
+    }
+    // What find, tar and rm do to working files still runs.
+    for cmd in [
+        "find . -name '*.pyc' -exec rm -rf {} +",
+        "tar --remove-files -cf out.tar src",
+        "cd .git && ls",
+        "find src -type f -exec cat {} +",
+    ] {
+        let (r, code) = run_json(Some(&p), Some(ws.path()), cmd);
+        assert_eq!(code, Some(0), "{cmd}: {r}");
+    }
+    assert!(!ws.path().join("src").exists(), "tar removed src");
+    assert_eq!(entries(), before);
+}
