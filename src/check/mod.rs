@@ -512,6 +512,54 @@ mod tests {
         p
     }
 
+    /// Every pinned variable is refused from every face of the string
+    /// layer that sets one, as HOME is: the rule named, the reason saying
+    /// it is pinned, a hint saying what to do instead. (The MCP `env`
+    /// argument becomes the request's `env`: see the `run` tool's tests.)
+    #[test]
+    fn pinned_variables_are_refused_from_every_face() {
+        let p = policy(&["true", "env"]);
+        for name in env::PINNED {
+            let with_env = Request {
+                env: vec![format!("{name}=c")],
+                ..Request::line("true")
+            };
+            let faces = [
+                ("--env", with_env, "env.dangerous"),
+                (
+                    "assignment prefix",
+                    Request::line(format!("{name}=c true")),
+                    "env.dangerous",
+                ),
+                (
+                    "assignment",
+                    Request::line(format!("{name}=c; true")),
+                    "env.dangerous",
+                ),
+                (
+                    "export",
+                    Request::line(format!("export {name}=c; true")),
+                    "env.dangerous",
+                ),
+                (
+                    "env NAME=v",
+                    Request::line(format!("env {name}=c true")),
+                    "wrapper.env.dangerous-variable",
+                ),
+            ];
+            for (face, req, rule) in faces {
+                let d = admit(&p, &req, None).unwrap_err();
+                assert_eq!(d.rule, rule, "{face} {name}: {d:?}");
+                assert!(d.reason.contains(name), "{face} {name}: {d:?}");
+                assert!(d.reason.contains("pinned"), "{face} {name}: {d:?}");
+                assert!(
+                    d.hint.as_deref().is_some_and(|h| h.starts_with("leave it")),
+                    "{face} {name}: {d:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_refused_word_is_located_in_the_line() {
         let p = Policy::embedded();

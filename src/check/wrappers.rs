@@ -297,7 +297,7 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
                 return Inner::Finding(Problem {
                     rule: "wrapper.env.dangerous-variable",
                     severity: Severity::Critical,
-                    reason: format!("`{name}` set by env {why}"),
+                    reason: format!("`{name}` set by env is refused: {why}"),
                     hint: "leave it unset; set harmless variables with --env NAME=VALUE".into(),
                     index: i,
                 });

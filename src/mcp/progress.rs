@@ -182,17 +182,24 @@ fn slow_note(dropped: usize) -> String {
 }
 
 impl ProgressSink {
+    /// When the system refuses the sender thread, the call runs without
+    /// progress (its result is complete all the same).
     pub fn start(progress: Option<Arc<Progress>>, strip_ansi: bool) -> ProgressSink {
-        let shared = progress.map(|progress| {
+        let mut shared = progress.map(|progress| {
             Arc::new(Shared {
                 progress,
                 state: Mutex::new(Pending::default()),
                 wake: Condvar::new(),
             })
         });
-        let sender = shared
-            .clone()
-            .map(|s| std::thread::spawn(move || s.send_loop()));
+        let sender = shared.clone().and_then(|s| {
+            std::thread::Builder::new()
+                .spawn(move || s.send_loop())
+                .ok()
+        });
+        if sender.is_none() {
+            shared = None;
+        }
         ProgressSink {
             shared,
             strip_ansi,

@@ -134,7 +134,6 @@ fn capabilities() -> Value {
 struct InFlight {
     cancelled: Arc<AtomicBool>,
     cancel_w: OwnedFd,
-    long_running: bool,
 }
 
 /// Counts calls in progress so shutdown can wait for them, and keeps the
@@ -157,7 +156,8 @@ struct Workers {
 
 #[derive(Default)]
 struct Calls {
-    /// Calls accepted and not answered yet.
+    /// Calls accepted and not answered yet (each has a thread until it is
+    /// answered): at most `max_concurrent_calls + QUICK_RESERVE`.
     running: usize,
     /// Shutdown waits for `running` to reach 0.
     awaited: bool,
@@ -190,6 +190,11 @@ type Job = Box<dyn FnOnce() + Send>;
 /// Threads kept waiting for tasks; more (after a burst) end.
 const MAX_WAITING_THREADS: usize = 4;
 
+/// Calls of the quick job tools (output, grep, kill) taken past
+/// `mcp.max_concurrent_calls`, so that a model can still read and stop its
+/// jobs while runs fill the bound.
+const QUICK_RESERVE: usize = 4;
+
 thread_local! {
     /// The call the message just read hands to the reading thread.
     static HANDED: std::cell::Cell<Option<Job>> = const { std::cell::Cell::new(None) };
@@ -197,18 +202,35 @@ thread_local! {
 
 impl Workers {
     /// Runs `task` on a waiting thread, or on a new one when none waits.
-    fn hand(&self, server: &Arc<Server>, task: Task) {
+    /// When no thread can be started (the system refused one), the task
+    /// comes back with the reason.
+    fn hand(&self, server: &Arc<Server>, task: Task) -> Result<(), (Task, std::io::Error)> {
         let mut pool = lock(&self.pool);
         if pool.waiting + pool.finishing > pool.tasks.len() {
             pool.tasks.push_back(task);
             // Woken after the unlock, the thread does not block on it.
             drop(pool);
             self.ready.notify_one();
-            return;
+            return Ok(());
         }
         drop(pool);
+        // The task goes through a slot, so that it is still here if the
+        // thread is refused (the closure is dropped then).
+        let slot = Arc::new(Mutex::new(Some(task)));
+        let mine = slot.clone();
         let server = server.clone();
-        std::thread::spawn(move || server.work(Some(task), false));
+        let started = std::thread::Builder::new().spawn(move || {
+            let task = lock(&mine).take();
+            server.work(task, false);
+        });
+        match started {
+            Ok(_) => Ok(()),
+            Err(e) => match lock(&slot).take() {
+                Some(task) => Err((task, e)),
+                // Unreachable: the refused closure never ran.
+                None => Ok(()),
+            },
+        }
     }
 
     /// The next task of a thread; `None`: the thread ends (the main thread
@@ -344,12 +366,12 @@ pub fn serve(policy: Policy, workspace: Option<PathBuf>, prefix: String) -> i32 
 /// INT, TERM, HUP: stop every run in progress, wait for it, and exit.
 fn watch_signals(server: Arc<Server>) -> std::io::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new(crate::exec::FORWARDED)?;
-    std::thread::spawn(move || {
+    std::thread::Builder::new().spawn(move || {
         if let Some(sig) = signals.forever().next() {
             server.shutdown();
             std::process::exit(128 + sig);
         }
-    });
+    })?;
     Ok(())
 }
 
@@ -384,8 +406,8 @@ impl Server {
                     }
                     self.handle_line(&line);
                     drop(line);
+                    // Reading was handed to another thread already.
                     if let Some(job) = HANDED.take() {
-                        self.workers.hand(self, Task::Read);
                         job();
                         return true;
                     }
@@ -698,9 +720,20 @@ impl Server {
                 format!("request id {key} is already in use by a call in progress"),
             ));
         }
-        if tool.long_running && map.values().filter(|f| f.long_running).count() >= max {
+        // Every call counts until it is answered (its thread is busy until
+        // then, also after its work while the client is slow to read).
+        // Only the thread reading stdin admits calls, so the count cannot
+        // grow between this check and the increment below.
+        let bound = match tool.long_running {
+            true => max,
+            false => max + QUICK_RESERVE,
+        };
+        if lock(&self.workers.calls).running >= bound {
             drop(map);
-            return answer(ToolResult::refused(tool, busy(name, max)));
+            return answer(ToolResult::refused(
+                tool,
+                busy(name, max, tool.long_running),
+            ));
         }
         let (cancel_r, cancel_w) = self.cancel_pipe().map_err(|e| {
             RpcError::new(
@@ -714,7 +747,6 @@ impl Server {
             InFlight {
                 cancelled: cancelled.clone(),
                 cancel_w,
-                long_running: tool.long_running,
             },
         );
         drop(map);
@@ -725,6 +757,8 @@ impl Server {
         let id = id.clone();
         let direct = matches!(reply, Reply::Direct);
         let reply = reply.clone();
+        let call = key.clone();
+        let call_era = era.clone();
         let job: Job = Box::new(move || {
             let env = CallEnv {
                 progress,
@@ -734,7 +768,7 @@ impl Server {
             let result = work(&env);
             drop(env);
             // Free the id first: the client may reuse it once answered.
-            let done = lock(&server.inflight).remove(&key);
+            let done = lock(&server.inflight).remove(&call);
             // Out of the map nothing can cancel the call any more: its
             // pipe is empty unless it was cancelled, and then it is closed.
             if let Some(f) = done
@@ -745,7 +779,7 @@ impl Server {
                     spare.push((cancel_r, f.cancel_w));
                 }
             }
-            let msg = jsonrpc::result_message(&id, finish(result.into_json(), &era));
+            let msg = jsonrpc::result_message(&id, finish(result.into_json(), &call_era));
             server.workers.finishing();
             server.respond(&reply, msg, || cancelled.load(Ordering::SeqCst));
             let mut calls = lock(&server.workers.calls);
@@ -756,15 +790,34 @@ impl Server {
                 server.workers.idle.notify_all();
             }
         });
-        if direct {
+        let handed = if direct {
             // Run by the thread that read the request, once it has handed
             // reading on.
-            HANDED.set(Some(job));
+            self.workers
+                .hand(self, Task::Read)
+                .map(|()| HANDED.set(Some(job)))
         } else {
             // The calls of a batch run side by side.
-            self.workers.hand(self, Task::Call(job));
+            self.workers.hand(self, Task::Call(job))
+        };
+        if let Err((task, e)) = handed {
+            // Nothing ran: the call is forgotten and answered, and this
+            // thread reads on.
+            drop(task);
+            self.abandon(&key);
+            return answer(ToolResult::refused(tool, no_thread(name, &e)));
         }
         Ok(())
+    }
+
+    /// Forgets an accepted call that could not start.
+    fn abandon(&self, key: &str) {
+        drop(lock(&self.inflight).remove(key));
+        let mut calls = lock(&self.workers.calls);
+        calls.running -= 1;
+        if calls.running == 0 && calls.awaited {
+            self.workers.idle.notify_all();
+        }
     }
 }
 
@@ -789,10 +842,25 @@ fn finish(mut result: Value, era: &Era) -> Value {
     result
 }
 
-fn busy(tool: &str, max: usize) -> String {
+fn busy(tool: &str, max: usize, long_running: bool) -> String {
+    let allows = if long_running {
+        format!("the policy allows {max} at once, mcp.max_concurrent_calls")
+    } else {
+        format!(
+            "the policy allows {max} at once, mcp.max_concurrent_calls, \
+             and {QUICK_RESERVE} more of output, grep and kill"
+        )
+    };
     format!(
-        "too many calls in progress (the policy allows {max} at once, mcp.max_concurrent_calls); \
-         nothing was run: wait for a call to finish or cancel one, then call {tool} again"
+        "too many calls in progress ({allows}); nothing was run: wait for a call to finish \
+         or cancel one, then call {tool} again"
+    )
+}
+
+fn no_thread(tool: &str, e: &std::io::Error) -> String {
+    format!(
+        "the server cannot start a thread for this call now ({e}); nothing was run: \
+         wait for a call to finish, then call {tool} again"
     )
 }
 

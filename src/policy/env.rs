@@ -1,9 +1,11 @@
 //! Which variable names are dangerous, and which are pinned: what
 //! `[env]` may pass is checked against them when the policy loads, and
-//! what a call asks for (`--env`) when it is checked.
+//! what a call asks for (`--env`, an assignment, `export`, `env NAME=v`,
+//! the MCP `env` argument) when it is checked.
 
 /// Variables that point into the workspace at run time (see `Plan::envp`).
-/// The policy may set them explicitly; a call may not.
+/// The policy may set them explicitly; a call may not, whatever the face
+/// (`dangerous` refuses every one of them).
 pub const PINNED: &[&str] = &[
     "PATH",
     "HOME",
@@ -16,9 +18,23 @@ pub const PINNED: &[&str] = &[
     "npm_config_cache",
 ];
 
-/// Names that let a variable run code or load a library in the child.
-/// Returns why, or None when the name is harmless.
+/// Names that let a variable run code or load a library in the child,
+/// the pinned ones first. Returns why, or None when the name is harmless.
 pub fn dangerous(name: &str) -> Option<&'static str> {
+    if name == "PATH" {
+        return Some(
+            "it is pinned to the policy's search path (commands.search_path), which decides \
+             the program a name runs",
+        );
+    }
+    if PINNED.contains(&name) {
+        return Some(
+            "it is pinned into the run's workspace: programs read their configuration, caches \
+             and state there, and configuration can name programs to run (a git alias), so a \
+             call cannot point it elsewhere; a tool's files for this run go where it already \
+             points",
+        );
+    }
     const EXACT: &[&str] = &[
         "BASH_ENV",
         "ENV",
@@ -66,9 +82,6 @@ pub fn dangerous(name: &str) -> Option<&'static str> {
         "RESOLV_HOST_CONF",
         "GETCONF_DIR",
         "MALLOC_CHECK_",
-        "TMPDIR",
-        "HOME",
-        "PATH",
         "npm_config_script_shell",
         "NPM_CONFIG_SCRIPT_SHELL",
     ];
@@ -147,8 +160,7 @@ pub fn dangerous(name: &str) -> Option<&'static str> {
             || name.ends_with("_LINKER")
             || name.contains("WRAPPER")
             || name.contains("RUSTC")
-            || name.contains("RUSTFLAGS")
-            || name == "CARGO_HOME")
+            || name.contains("RUSTFLAGS"))
     {
         return Some("cargo runs the program it names");
     }

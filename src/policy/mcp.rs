@@ -10,8 +10,11 @@ pub struct McpPolicy {
     /// untrusted-data boundary (a tag with a random nonce per call), so a
     /// model can tell the command's words from the server's.
     pub wrap_output: bool,
-    /// Tool calls that may be in progress at once; further calls are
-    /// answered at once with an error result.
+    /// Tool calls that may be in progress at once, every tool counted;
+    /// further calls are answered at once with an error result saying to
+    /// call again once one has finished. The quick job tools (output,
+    /// grep, kill) may go 4 calls past it, so a model can still read and
+    /// stop its jobs while runs fill it.
     pub max_concurrent_calls: usize,
     /// Output in a `run` result, stdout and stderr together, in the text
     /// and in `structuredContent` alike (head and tail at line boundaries,

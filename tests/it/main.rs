@@ -20,6 +20,7 @@ mod lex_bash;
 mod limits;
 mod man;
 mod mcp;
+mod mcp_burst;
 mod mcp_jobs;
 mod mcp_python;
 mod mcp_typescript;

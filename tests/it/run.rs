@@ -391,6 +391,91 @@ fn cwd_and_env_escapes_are_refused() {
     assert_eq!(r["stdout"], format!("{}\n", sub.display()));
 }
 
+/// HOME, TMPDIR, the XDG directories, the tool caches and PATH are pinned:
+/// no face lets a call point one elsewhere. The attack: with
+/// XDG_CONFIG_HOME pointed at a directory the run just wrote, `git x`
+/// reads an alias that runs `id`, a program the policy does not allow, and
+/// with confinement off nothing else would stop it. Each face is refused
+/// before anything runs, naming the rule.
+#[test]
+fn pinned_variables_are_refused_from_every_face() {
+    let p = policy(
+        r#"
+confinement = "off"
+[commands]
+allow = ["mkdir", "printf", "git", "env"]
+"#,
+    );
+    let plant = r#"mkdir -p c/git && printf "[alias]\n\tx = !id\n" > c/git/config"#;
+    let faces: [(&[&str], String, &str); 4] = [
+        (
+            &[],
+            format!("{plant} && XDG_CONFIG_HOME=c git x"),
+            "env.dangerous",
+        ),
+        (
+            &[],
+            format!("{plant} && export XDG_CONFIG_HOME=c && git x"),
+            "env.dangerous",
+        ),
+        (
+            &[],
+            format!("{plant} && env XDG_CONFIG_HOME=c git x"),
+            "wrapper.env.dangerous-variable",
+        ),
+        (
+            &["--env", "XDG_CONFIG_HOME=c"],
+            format!("{plant} && git x"),
+            "env.dangerous",
+        ),
+    ];
+    for (args, cmd, rule) in &faces {
+        let ws = tempfile::tempdir().unwrap();
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(*args)
+            .args(["--", cmd])
+            .output()
+            .unwrap();
+        let r = json(&out.stdout);
+        assert_eq!(out.status.code(), Some(126), "{args:?} {cmd}: {r}");
+        assert_eq!(r["denial"]["rule"], *rule, "{args:?} {cmd}: {r}");
+        let reason = r["denial"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("XDG_CONFIG_HOME") && reason.contains("pinned"),
+            "{r}"
+        );
+        assert!(r["denial"]["hint"].as_str().is_some_and(|h| !h.is_empty()));
+        assert!(!r.to_string().contains("uid="), "{r}");
+        assert!(!ws.path().join("c").exists(), "{cmd}: something ran");
+    }
+    // The same through the MCP `env` argument.
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["mcp", "--policy"])
+        .arg(&p.path)
+        .env_remove("AGENT_RSH_POLICY");
+    let mut mcp = common::mcp::Client::spawn(cmd);
+    let r = mcp.call(
+        serde_json::json!(1),
+        "tools/call",
+        serde_json::json!({"name": "run", "arguments": {
+            "command": format!("{plant} && git x"),
+            "env": {"XDG_CONFIG_HOME": "c"},
+        }}),
+    );
+    let res = &r["result"];
+    assert_eq!(res["isError"], true, "{r}");
+    assert_eq!(res["structuredContent"]["status"], "denied", "{r}");
+    assert_eq!(
+        res["structuredContent"]["denial"]["rule"], "env.dangerous",
+        "{r}"
+    );
+    assert!(!r.to_string().contains("uid="), "{r}");
+}
+
 #[test]
 fn env_shows_only_passed_variables() {
     let p = shell_policy();

@@ -45,10 +45,11 @@ pub struct Tool {
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
     pub annotations: Annotations,
-    /// Counts toward `mcp.max_concurrent_calls`: tools that may block a
-    /// thread for long (run, spawn, status with `waitMs`, send). Quick tools
-    /// (a job's output, grep, kill) do not, so a model can still read and
-    /// stop its jobs while the limit is reached.
+    /// Tools that may block a thread for long (run, spawn, status with
+    /// `waitMs`, send) start only below `mcp.max_concurrent_calls`. Every
+    /// call counts toward it; the quick ones (a job's output, grep, kill)
+    /// may go `QUICK_RESERVE` calls past it, so a model can still read and
+    /// stop its jobs while the bound is reached.
     pub long_running: bool,
     /// Whether `tools/list` shows the tool under this policy.
     pub available: fn(&Policy) -> bool,

@@ -247,6 +247,22 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// The `env` argument of `run` and `spawn` (both build their request
+    /// here) is screened as `--env` is: no pinned variable gets through.
+    #[test]
+    fn pinned_variables_in_the_env_argument_are_refused() {
+        let mut policy = Policy::default();
+        policy.commands.allow = vec!["true".into()];
+        for name in crate::policy::env::PINNED {
+            let env = BTreeMap::from([(name.to_string(), "c".to_string())]);
+            let req = request("true".into(), None, &env, None).unwrap();
+            let d = crate::check::admit(&policy, &req, None).unwrap_err();
+            assert_eq!(d.rule, "env.dangerous", "{name}: {d:?}");
+            assert!(d.reason.contains(name), "{name}: {d:?}");
+            assert!(d.reason.contains("pinned"), "{name}: {d:?}");
+        }
+    }
+
     #[test]
     fn run_arguments_are_checked() {
         let ctx = Context {
