@@ -183,7 +183,8 @@ struct RunArgs {
     /// Keep the fresh workspace after the run and report its path.
     #[arg(long)]
     keep: bool,
-    /// Pass agent-rsh's standard input to the command (default /dev/null).
+    /// Pass agent-rsh's standard input to the command (default /dev/null),
+    /// relayed through a pipe, or a pty of the run's own on a terminal.
     #[arg(long)]
     stdin: bool,
     /// Keep ANSI escape sequences in captured output.

@@ -9,13 +9,16 @@ use std::time::Duration;
 pub enum StdinMode {
     /// `/dev/null` (the default: an agent cannot answer a prompt).
     Null,
-    /// agent-rsh's own standard input (`--stdin`, the interactive shell).
+    /// agent-rsh's own standard input (`--stdin`, the interactive shell),
+    /// relayed: through a pty agent-rsh allocates when it is a terminal,
+    /// else through a pipe. The command never holds the caller's object.
     Inherit,
     /// These bytes, then end of file (MCP's `stdin` argument).
     Data(Vec<u8>),
     /// An fd the caller owns and keeps open for the whole run (a job's
-    /// stdin FIFO); the child gets a duplicate of it. An fd means nothing
-    /// in another process, so it is never serialized.
+    /// stdin FIFO); the run relays what it reads into the child's stdin
+    /// pipe. An fd means nothing in another process, so it is never
+    /// serialized.
     #[serde(skip)]
     Fd(std::os::fd::RawFd),
 }

@@ -17,6 +17,14 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r.into(), w.into()))
 }
 
+/// Whether agent-rsh's standard input is a terminal: then `--stdin`
+/// reaches the command through a pty of its own (see `exec`), and the
+/// command's `/dev/tty` is that pty.
+pub fn stdin_is_terminal() -> bool {
+    // SAFETY: isatty has no memory effects.
+    unsafe { libc::isatty(0) == 1 }
+}
+
 /// Takes an exclusive `flock` on `f`, waiting for it; a signal does not
 /// cut the wait short. The lock belongs to the open file description: it
 /// is not released when this `File` is dropped while a duplicate (handed

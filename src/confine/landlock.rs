@@ -180,8 +180,10 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
         rules.push((dev.into(), AccessFs::ReadFile.into(), R));
     }
     if inp.tty {
-        // The caller's own terminal, for programs that reopen it (less,
-        // password prompts); TIOCSTI is refused by seccomp.
+        // The command's controlling terminal, for programs that reopen it
+        // (less, password prompts): the pty agent-rsh allocated for the
+        // run, never the caller's terminal (the command is in a session of
+        // its own); TIOCSTI is refused by seccomp.
         rules.push((
             "/dev/tty".into(),
             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,

@@ -526,7 +526,7 @@ impl Confinement {
             policy,
             &plan.program,
             plan.timeout,
-            plan.stdin == StdinMode::Inherit,
+            plan.stdin == StdinMode::Inherit && crate::sys::stdin_is_terminal(),
             workspace,
             workspace_id,
             fresh,
@@ -534,7 +534,8 @@ impl Confinement {
     }
 
     /// `prepare` from the parts of a plan it uses: the program, the
-    /// deadline, whether stdin is the caller's terminal.
+    /// deadline, whether stdin is relayed through a pty (`/dev/tty` is then
+    /// the command's own terminal).
     pub fn prepare_for(
         policy: &Policy,
         program: &Path,

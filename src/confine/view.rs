@@ -14,7 +14,8 @@
 //!   finds nothing there to map); a fresh workspace is a tmpfs of
 //!   `limits.workspace_bytes` instead, which bounds what a run can write;
 //! - `/dev/null`, `/dev/zero`, `/dev/random`, `/dev/urandom` (and
-//!   `/dev/tty` with the caller's terminal): read-only mounts, so their
+//!   `/dev/tty` when stdin is relayed through a pty, which `/dev/tty` then
+//!   names: the command's controlling terminal): read-only mounts, so their
 //!   data flows but the host's nodes keep their mode, owner and times; and
 //!   a `/proc` of the run's own PID namespace;
 //!

@@ -21,6 +21,11 @@ pub(super) struct ChildSpec {
     pub(super) status: RawFd,
     pub(super) lifeline: RawFd,
     pub(super) new_pgrp: bool,
+    /// The command starts a session of its own (`setsid`).
+    pub(super) session: bool,
+    /// ... and makes its stdin (a pty agent-rsh allocated) its controlling
+    /// terminal.
+    pub(super) ctty: bool,
     pub(super) pid_ns: bool,
     /// Build the mount view (the guardian is cloned with CLONE_NEWNS).
     pub(super) view: bool,
@@ -431,12 +436,17 @@ fn command_main(spec: &ChildSpec, confinement: &Confinement) -> ! {
             libc::signal(sig, libc::SIG_DFL);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        if spec.new_pgrp {
+        if spec.session {
+            // Out of the caller's session: no controlling terminal but the
+            // pty below, so `/dev/tty` is never the caller's terminal.
+            libc::setsid();
+        } else if spec.new_pgrp {
             libc::setpgid(0, 0);
         }
         if (spec.stdin >= 0 && libc::dup2(spec.stdin, 0) < 0)
             || libc::dup2(spec.stdout, 1) < 0
             || libc::dup2(spec.stderr, 2) < 0
+            || spec.ctty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0
         {
             fail(Stage::Stdio, errno());
         }

@@ -28,9 +28,10 @@
 
 mod child;
 mod lifecycle;
+mod stdin;
 
 use crate::confine::{Confinement, Stage, errno};
-use crate::plan::{Plan, StdinMode};
+use crate::plan::Plan;
 use crate::result::{Capture, Status, Stream};
 use crate::sys;
 use child::{ChildSpec, MSG_PID, MSG_STATUS, spawn_guardian};
@@ -180,6 +181,8 @@ pub fn run(
         m
     };
 
+    let mut relay = stdin::Relay::new(&plan.stdin)?;
+
     // A mount view that cannot be built (a /proc the kernel will not mount
     // again, say) is given up and the guardian started again without it:
     // nothing of the command has run yet, and the seccomp filter then holds
@@ -195,6 +198,7 @@ pub fn run(
                 cwd: &cwd_c,
                 mask,
             },
+            &relay,
         )?;
         if let Some((Stage::MountView, e)) = s.exec_error
             && confinement.give_up_view(&format!(
@@ -225,7 +229,6 @@ pub fn run(
         err_r,
         status_r,
         _lifeline_w,
-        mut stdin_writer,
         exec_error,
     } = started_run;
     confinement.record_setup(pid_ns);
@@ -241,13 +244,13 @@ pub fn run(
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd_raw) };
     if exec_error.is_none() {
         sink.started(guardian, &plan.argv, cwd);
+        relay.begin();
+    } else {
+        relay.end();
     }
 
     set_nonblocking(out_r.as_raw_fd());
     set_nonblocking(err_r.as_raw_fd());
-    if let Some((w, _)) = &stdin_writer {
-        set_nonblocking(w.as_raw_fd());
-    }
 
     let mut pump = Pump {
         stdout: Capture::new(if capture { plan.output_cap } else { 0 }),
@@ -260,7 +263,7 @@ pub fn run(
     let mut out_open = true;
     let mut err_open = true;
     let mut status_open = true;
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = relay.warning.take().into_iter().collect();
     let act = |k: Kill, child_pid: Option<i32>| match k {
         Kill::Guardian(sig) => kill(guardian, sig),
         Kill::Tree => {
@@ -287,18 +290,18 @@ pub fn run(
         }
 
         let alive = life.guardian_alive();
+        let r = relay.pollfds();
         let mut fds = [
             pfd(out_r.as_raw_fd(), out_open),
             pfd(err_r.as_raw_fd(), err_open),
             pfd(ints.read.as_raw_fd(), true),
             pfd(pidfd.as_raw_fd(), alive),
             pfd(status_r.as_raw_fd(), alive && status_open),
-            libc::pollfd {
-                fd: stdin_writer.as_ref().map_or(-1, |(w, _)| w.as_raw_fd()),
-                events: libc::POLLOUT,
-                revents: 0,
-            },
             pfd(cancel.unwrap_or(-1), life.cancellable()),
+            r[0],
+            r[1],
+            r[2],
+            r[3],
         ];
         let timeout_ms = life.poll_timeout_ms(Instant::now());
         // SAFETY: poll on a stack array of pollfds.
@@ -318,7 +321,7 @@ pub fn run(
         if fds[1].revents != 0 {
             err_open = pump.read(err_r.as_raw_fd(), Stream::Stderr, sink);
         }
-        if fds[6].revents != 0
+        if fds[5].revents != 0
             && let Some(k) = life.cancel(Instant::now())
         {
             act(k, child_pid);
@@ -336,32 +339,18 @@ pub fn run(
         if fds[4].revents != 0 {
             status_open = read_status(&status_r, &mut child_pid, &mut child_status);
         }
-        if fds[5].revents != 0
-            && let Some((w, rest)) = &mut stdin_writer
-        {
-            // SAFETY: write from a live slice.
-            let n = unsafe {
-                libc::write(
-                    w.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len().min(READ_CHUNK),
-                )
-            };
-            if n > 0 {
-                *rest = &rest[n as usize..];
-            }
-            if n < 0 && errno() != libc::EAGAIN || rest.is_empty() {
-                stdin_writer = None;
-            }
+        if alive {
+            relay.handle(&fds[6..6 + stdin::SLOTS]);
         }
         if fds[3].revents != 0 && life.guardian_alive() {
             reap(guardian);
             let _ = read_status(&status_r, &mut child_pid, &mut child_status);
             life.guardian_exited(Instant::now());
-            stdin_writer = None;
+            relay.end();
         }
     }
 
+    relay.end();
     // Every process of the run has ended (or is killed now): what its
     // cgroup counted becomes warnings, and the cgroup goes.
     warnings.extend(confinement.finish_cgroup());
@@ -393,7 +382,7 @@ struct ChildSpecParts<'a> {
 }
 
 /// A started guardian and the parent's ends of its pipes.
-struct Started<'p> {
+struct Started {
     guardian: i32,
     pid_ns: bool,
     out_r: OwnedFd,
@@ -402,42 +391,23 @@ struct Started<'p> {
     /// Held for the whole run; the guardian sees end of file on its end
     /// when agent-rsh dies.
     _lifeline_w: OwnedFd,
-    stdin_writer: Option<(OwnedFd, &'p [u8])>,
     /// Set when the setup failed before the command's exec.
     exec_error: Option<(Stage, i32)>,
 }
 
 /// Makes the pipes, starts the guardian and waits for the command's exec
 /// (or the setup's failure).
-fn start<'p>(
-    plan: &'p Plan,
+fn start(
+    plan: &Plan,
     confinement: &mut Confinement,
     parts: ChildSpecParts,
-) -> io::Result<Started<'p>> {
+    relay: &stdin::Relay,
+) -> io::Result<Started> {
     let (out_r, out_w) = sys::pipe()?;
     let (err_r, err_w) = sys::pipe()?;
     let (xerr_r, xerr_w) = sys::pipe()?;
     let (status_r, status_w) = sys::pipe()?;
     let (life_r, lifeline_w) = sys::pipe()?;
-    let mut stdin_writer: Option<(OwnedFd, &[u8])> = None;
-    let stdin_child: Option<OwnedFd> = match &plan.stdin {
-        StdinMode::Null => Some(std::fs::File::open("/dev/null")?.into()),
-        StdinMode::Inherit => None,
-        StdinMode::Data(bytes) => {
-            let (r, w) = sys::pipe()?;
-            stdin_writer = Some((w, bytes.as_slice()));
-            Some(r)
-        }
-        StdinMode::Fd(fd) => {
-            // SAFETY: F_DUPFD_CLOEXEC returns a new fd we own.
-            let dup = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3) };
-            if dup < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: a new fd, owned by nobody else.
-            Some(unsafe { OwnedFd::from_raw_fd(dup) })
-        }
-    };
     let join = confinement.cgroup_join_fds();
     let mut cgroup = [-1; 2];
     let cgroup_n = join.len().min(cgroup.len());
@@ -447,15 +417,17 @@ fn start<'p>(
         argv: parts.argv.as_ptr(),
         envp: parts.envp.as_ptr(),
         cwd: parts.cwd.as_ptr(),
-        stdin: stdin_child.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        stdin: relay.child_fd(),
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         exec_err: xerr_w.as_raw_fd(),
         status: status_w.as_raw_fd(),
         lifeline: life_r.as_raw_fd(),
-        // With the caller's terminal as stdin the child must stay in the
-        // foreground process group, or reading the tty stops it.
-        new_pgrp: plan.stdin != StdinMode::Inherit,
+        // The command never reads the caller's terminal (stdin is relayed),
+        // so it never needs the caller's foreground process group.
+        new_pgrp: true,
+        session: relay.session,
+        ctty: relay.ctty,
         pid_ns: confinement.want_pid_namespace,
         view: confinement.view().is_some(),
         mask: parts.mask,
@@ -464,7 +436,7 @@ fn start<'p>(
         pass_fd: plan.pass_fd.unwrap_or(-1),
     };
     let guardian = spawn_guardian(&mut spec, confinement)?;
-    drop((out_w, err_w, xerr_w, status_w, life_r, stdin_child));
+    drop((out_w, err_w, xerr_w, status_w, life_r));
     // Exec errors arrive before anything else; EOF means exec succeeded.
     let exec_error = read_exec_error(&xerr_r);
     Ok(Started {
@@ -474,7 +446,6 @@ fn start<'p>(
         err_r,
         status_r,
         _lifeline_w: lifeline_w,
-        stdin_writer,
         exec_error,
     })
 }

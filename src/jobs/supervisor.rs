@@ -377,8 +377,9 @@ impl Sink for JobSink {
             &self.dir.join("started.json"),
             &serde_json::to_vec(&started).unwrap_or_default(),
         );
-        // The child has its own copy; ours would keep the FIFO readable
-        // after the child closed it.
+        // The run's relay has its own copy; ours would keep the FIFO
+        // readable after the relay let it go (the command closed its
+        // stdin), and `send` would not learn that nobody reads.
         self.stdin_read = None;
         if let Some(mut ready) = self.ready.take() {
             let msg = ReadyMsg {
@@ -464,18 +465,11 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
 
     let fifo = spec.dir.join("stdin");
     let opened = (|| -> io::Result<(OwnedFd, OwnedFd, OwnedFd, OwnedFd, OwnedFd)> {
+        // Non-blocking: the run relays it into the command's stdin pipe
+        // from its poll loop. The command never gets the FIFO itself (it
+        // could change the FIFO's mode and times through it).
         let stdin_read = open_fifo(&fifo, libc::O_RDONLY | libc::O_NONBLOCK)?;
         let holder = open_fifo(&fifo, libc::O_WRONLY)?;
-        // The child must block on an empty FIFO, not get EAGAIN.
-        // SAFETY: fcntl on an fd we own.
-        unsafe {
-            let fl = libc::fcntl(stdin_read.as_raw_fd(), libc::F_GETFL);
-            libc::fcntl(
-                stdin_read.as_raw_fd(),
-                libc::F_SETFL,
-                fl & !libc::O_NONBLOCK,
-            );
-        }
         // Read-write, so the FIFO never reports end of file to us.
         let control = open_fifo(&spec.dir.join("control"), libc::O_RDWR)?;
         let (cancel_r, cancel_w) = pipe()?;

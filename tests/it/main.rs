@@ -30,4 +30,5 @@ mod run;
 mod script;
 mod script_bash;
 mod shell;
+mod stdin_relay;
 mod userns;

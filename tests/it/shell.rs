@@ -850,3 +850,96 @@ fn compound_lines_run_in_the_interpreter_from_dash_c_and_the_shell() {
         text(&out.stderr)
     );
 }
+
+/// `-c` on the account's own terminal: the command reads what is typed
+/// there and sees a terminal, but one agent-rsh allocated for the run, so
+/// changing fd 0's mode and times leaves the account's terminal as it was.
+#[test]
+fn dash_c_on_a_terminal_cannot_change_the_terminal() {
+    if !ready(
+        "dash_c_on_a_terminal_cannot_change_the_terminal",
+        &["tmux", "python3"],
+    ) {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let sys = System::new(
+        "[commands]\nallow = [\"python3\"]\n[packs]\noff = [\"python\"]\n[audit]\npath = \"@AUDIT@\"\n",
+    );
+    let u = User::with_home(&[]);
+    std::fs::write(
+        u.home.join("attack.py"),
+        r#"import os, sys
+print("ready", flush=True)
+line = sys.stdin.readline()
+print("got", repr(line), "tty", os.isatty(0), flush=True)
+for name, f in (("fchmod", lambda: os.fchmod(0, 0o666)), ("utime", lambda: os.utime(0, (1, 1)))):
+    try:
+        f()
+        print(name, "ok", flush=True)
+    except OSError as e:
+        print(name, e.errno, flush=True)
+"#,
+    )
+    .unwrap();
+    let login = sys.login(&u, "agent-rsh", &["-c", "python3 attack.py"]);
+    let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut line = String::new();
+    for a in std::iter::once(login.get_program()).chain(login.get_args()) {
+        line.push_str(&q(a.to_str().unwrap()));
+        line.push(' ');
+    }
+    let (out, status) = (sys.shared("out"), sys.shared("status"));
+    let script = sys.shared("pane.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "read go\n{line} > {} 2>&1\necho $? > {}\nsleep 600\n",
+            q(out.to_str().unwrap()),
+            q(status.to_str().unwrap())
+        ),
+    )
+    .unwrap();
+    let tmux = Tmux::new();
+    let st = tmux
+        .cmd()
+        .args(["new-session", "-d", "-s", "t", "-x", "120", "-y", "30"])
+        .arg(format!("sh {}", q(script.to_str().unwrap())))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let tty = tmux
+        .cmd()
+        .args(["display-message", "-p", "-t", "t", "#{pane_tty}"])
+        .output()
+        .unwrap();
+    let tty = PathBuf::from(text(&tty.stdout).trim());
+    // The account's own terminal, as after a login.
+    std::os::unix::fs::chown(&tty, Some(u.uid), None).unwrap();
+    let meta = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.mode(), m.uid(), m.gid(), m.atime(), m.mtime())
+    };
+    let before = meta(&tty);
+    tmux.keys(&["go", "Enter"]);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    wait_for("the command to be ready", || read(&out).contains("ready"));
+    tmux.keys(&["typed on the terminal", "Enter"]);
+    wait_for("the command to end", || read(&status).ends_with('\n'));
+    let said = read(&out);
+    assert_eq!(read(&status).trim(), "0", "{said}");
+    assert!(
+        said.contains("got 'typed on the terminal\\n' tty True"),
+        "{said}"
+    );
+    let after = meta(&tty);
+    assert_eq!(
+        (after.0, after.1, after.2),
+        (before.0, before.1, before.2),
+        "the terminal's mode or owner changed; the command said:\n{said}"
+    );
+    assert!(
+        after.3 >= before.3 && after.4 >= before.4,
+        "the terminal's times went back: {before:?} -> {after:?}; the command said:\n{said}"
+    );
+}
