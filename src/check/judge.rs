@@ -542,7 +542,8 @@ mod tests {
         ("parallel rm ::: a", "wrapper.opaque", &[]),
         // find's actions, each judged; `{}` is a starting point outside.
         ("find . -exec true {} +", "", &[]),
-        ("find . -exec rm -rf {} +", "", &[]),
+        ("find . -exec rm -rf {} +", "guard.fs.rm-root", &[]),
+        ("find . -name '*.o' -exec rm -rf {} +", "", &[]),
         ("find / -exec rm -rf {} +", "guard.fs.rm-root", &[]),
         (
             "find -L ../.. -name x -exec rm -rf {} \\;",

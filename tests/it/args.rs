@@ -484,7 +484,7 @@ fn the_repository_cannot_be_removed_in_any_spelling() {
         ("rm -rf .git/*", "guard.fs.rm-git"),
         ("cd .git && rm -rf *", "guard.fs.rm-git"),
         ("cd .git/refs && rm -rf ../objects", "guard.fs.rm-git"),
-        ("cd .git && rm -rf .", "guard.fs.rm-git"),
+        ("cd .git && rm -rf .", "guard.fs.rm-root"),
         ("mv .git old", "guard.fs.mv-git"),
         ("mv ./.git/ /tmp/elsewhere", "guard.fs.mv-git"),
     ] {
@@ -499,10 +499,10 @@ fn the_repository_cannot_be_removed_in_any_spelling() {
     }
     // What find, tar and rm do to working files still runs.
     for cmd in [
+        "find src -type f -exec cat {} +",
         "find . -name '*.pyc' -exec rm -rf {} +",
         "tar --remove-files -cf out.tar src",
         "cd .git && ls",
-        "find src -type f -exec cat {} +",
     ] {
         let (r, code) = run_json(Some(&p), Some(ws.path()), cmd);
         assert_eq!(code, Some(0), "{cmd}: {r}");
