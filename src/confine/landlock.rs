@@ -4,8 +4,10 @@
 //! check resolves a first word), their ELF loaders and the policy's
 //! `scopes.exec`; READ to the read scopes, the workspace and those programs; WRITE, create and remove only in the workspace, the write
 //! scopes and /dev/null. No other executable is readable, so the loader
-//! cannot be used to map a shell either. `/proc/self` is added in the child
-//! (a rule opened here would name agent-rsh, not the command).
+//! cannot be used to map a shell either. `/proc` is added in the child
+//! (`landlock_in_child`): the view's, of the run's own PID namespace,
+//! whole; without it `/proc/self` (a rule opened here would name
+//! agent-rsh, not the command).
 
 use super::ConfineError;
 use ::landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Ruleset, RulesetAttr, Scope};

@@ -439,7 +439,7 @@ pub struct Confinement {
 /// the loader from mapping a file the run wrote.
 /// What the exec guarantee leaves with every mechanism in place: the loader
 /// maps any ELF file it may read.
-pub const READ_SCOPE_LOADER_NOTE: &str = "; the ELF loader can still run an ELF program that scopes.read holds (ld.so FILE), under this confinement: the default read scopes hold libraries and data, and the few helper programs packaged beside libraries (gettext's, glib's under /usr/lib/<arch>-linux-gnu)";
+pub const READ_SCOPE_LOADER_NOTE: &str = "; the ELF loader can still run an ELF program that scopes.read holds (ld.so FILE), under this confinement: the default read scopes hold libraries and data, and the helper programs packaged beside libraries (gettext's, glib's, gstreamer's under /usr/lib/<arch>-linux-gnu); an interpreter with a C interface (ctypes) can run machine code it writes into anonymous memory, also under this confinement";
 
 pub const LOADER_GAP_GUARANTEE: &str = "; NOT held for files the run writes: without the mount view the workspace and write scopes are not noexec, so the loader (ld.so ./file, dlopen, ctypes) can map an ELF written there and run it, under the same confinement";
 

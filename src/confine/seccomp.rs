@@ -63,9 +63,19 @@ pub const KNOWN_MAX: u32 = 469;
 const FILE_SETATTR: libc::c_long = 469;
 /// open_tree_attr (Linux 6.15): open_tree with mount attributes.
 const OPEN_TREE_ATTR: libc::c_long = 467;
-/// The ioctls that set inode flags (immutable, append-only, no-dump,
-/// sync, project id): FS_IOC_SETFLAGS, its 32-bit twin, FS_IOC_FSSETXATTR.
-const SETFLAGS_IOCTLS: [u64; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+/// The ioctls that change an inode's metadata: its flags (immutable,
+/// append-only, no-dump, sync, project id: FS_IOC_SETFLAGS and its 32-bit
+/// twin, FS_IOC_FSSETXATTR) and its generation number (FS_IOC_SETVERSION,
+/// EXT4_IOC_SETVERSION, each in both widths), which also moves its ctime.
+const SETFLAGS_IOCTLS: [u64; 7] = [
+    0x4008_6602,
+    0x4004_6602,
+    0x401c_5820,
+    0x4008_7602,
+    0x4004_7602,
+    0x4008_6604,
+    0x4004_6604,
+];
 
 /// Calls refused in a run without a private mount view: every change of a
 /// file's metadata (Landlock does not govern them, and root owns the

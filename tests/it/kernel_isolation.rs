@@ -200,6 +200,12 @@ fn new_syscalls_attack(uid: u32, sim: &str) {
     let s = Setup::new(uid);
     let victim = s.victims().join("victim");
     let flags = inode_flags(&victim);
+    let ctime = || {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&victim).unwrap();
+        (m.ctime(), m.ctime_nsec())
+    };
+    let ctime_before = ctime();
     let extra = format!(
         "[scopes]\nread = [\"/usr\", \"/lib\", \"/lib64\", \"/etc\", {:?}]",
         s.victims().display().to_string()
@@ -224,6 +230,9 @@ r("ioc-setflags", libc.ioctl(fd, 0x40086602, ctypes.byref(flags)))
 fsx = ctypes.create_string_buffer(28)
 libc.ioctl(fd, 0x801c581f, fsx)
 r("ioc-fssetxattr", libc.ioctl(fd, 0x401c5820, fsx))
+gen = ctypes.c_long(12345)
+r("ioc-setversion", libc.ioctl(fd, 0x40087602, ctypes.byref(gen)))
+r("ext4-setversion", libc.ioctl(fd, 0x40086604, ctypes.byref(gen)))
 "#,
         victim = victim.display()
     );
@@ -233,7 +242,13 @@ r("ioc-fssetxattr", libc.ioctl(fd, 0x401c5820, fsx))
     assert_eq!(r["exitCode"], 0, "{c}");
     assert_eq!(get(&v, "above-ceiling"), "ENOSYS", "{c}");
     assert_eq!(get(&v, "far-above"), "ENOSYS", "{c}");
-    for k in ["file_setattr", "ioc-setflags", "ioc-fssetxattr"] {
+    for k in [
+        "file_setattr",
+        "ioc-setflags",
+        "ioc-fssetxattr",
+        "ioc-setversion",
+        "ext4-setversion",
+    ] {
         let got = get(&v, k);
         assert!(
             ["EPERM", "EROFS"].contains(&got) || flags.is_none() && got == "ENOTTY",
@@ -241,6 +256,11 @@ r("ioc-fssetxattr", libc.ioctl(fd, 0x401c5820, fsx))
         );
     }
     assert_eq!(inode_flags(&victim), flags, "the victim's flags: {c}");
+    assert_eq!(
+        ctime(),
+        ctime_before,
+        "the victim's inode is untouched: {c}"
+    );
     assert_eq!(
         r["confinement"]["seccomp"]["knownSyscallMax"], 469,
         "the report names the ceiling: {c}"
