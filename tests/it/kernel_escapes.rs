@@ -81,18 +81,7 @@ fn xattr_count(p: &Path) -> usize {
 /// Runs `script` with python3 under the policy, as `uid` (0 or nobody),
 /// `simulate` layers taken away; returns the RunResult.
 pub(crate) fn attack(policy: &Path, uid: u32, simulate: &str, script: &str) -> Value {
-    let mut c = if uid == 0 {
-        Command::new(bin())
-    } else {
-        let mut c = Command::new("setpriv");
-        c.args([
-            format!("--reuid={uid}"),
-            format!("--regid={uid}"),
-            "--clear-groups".into(),
-            bin().into(),
-        ]);
-        c
-    };
+    let mut c = agent_as(uid);
     c.args(["run", "--json", "--stdin", "--policy"])
         .arg(policy)
         .args(["--", "python3", "-"])
@@ -115,6 +104,21 @@ pub(crate) fn attack(policy: &Path, uid: u32, simulate: &str, script: &str) -> V
             String::from_utf8_lossy(&out.stdout)
         )
     })
+}
+
+/// agent-rsh as `uid`: itself for root, through `setpriv` for an account.
+pub(crate) fn agent_as(uid: u32) -> Command {
+    if uid == 0 {
+        return Command::new(bin());
+    }
+    let mut c = Command::new("setpriv");
+    c.args([
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".into(),
+        bin().into(),
+    ]);
+    c
 }
 
 /// The attack script: each line of output is `NAME ok` or `NAME ERRNO`.

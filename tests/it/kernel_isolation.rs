@@ -8,7 +8,7 @@
 //! mount view and the PID namespace (the simulation seam takes them away,
 //! as a container's seccomp profile does).
 
-use crate::kernel_escapes::{NOBODY, Setup, attack, ready, verdicts};
+use crate::kernel_escapes::{NOBODY, Setup, agent_as, attack, ready, verdicts};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -534,18 +534,7 @@ for what in ["fd/0", "cwd", "root", "exe"]:
         }
         // The same through the interpreter: a pipeline's stages are each a
         // process of their own.
-        let mut cmd = if uid == 0 {
-            Command::new(crate::common::bin())
-        } else {
-            let mut c = Command::new("setpriv");
-            c.args([
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".into(),
-                crate::common::bin().into(),
-            ]);
-            c
-        };
+        let mut cmd = agent_as(uid);
         let out = cmd
             .args(["run", "--json", "--policy"])
             .arg(&policy)
@@ -651,18 +640,7 @@ g("git-commit-3", "commit", "-qm", "side")
 g("git-switch", "switch", "-q", "main")
 g("git-rebase", "rebase", "-q", "side")
 "##;
-        let mut c = if uid == 0 {
-            Command::new(crate::common::bin())
-        } else {
-            let mut c = Command::new("setpriv");
-            c.args([
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".into(),
-                crate::common::bin().into(),
-            ]);
-            c
-        };
+        let mut c = agent_as(uid);
         let mut child = c
             .args(["run", "--json", "--stdin", "--policy"])
             .arg(&policy)
