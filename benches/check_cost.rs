@@ -6,7 +6,8 @@
 //!
 //! `cargo bench --bench check_cost` (N=... sets the iterations).
 
-use agent_rsh::check::{self, Request, judge};
+use agent_rsh::admit::{self, Request};
+use agent_rsh::check::judge;
 use agent_rsh::lex;
 use agent_rsh::policy::Policy;
 use std::hint::black_box;
@@ -48,7 +49,7 @@ fn main() {
     .map(String::from)
     .to_vec();
     // Parse the packs once, as the first check in a process does.
-    let _ = check::admit(&p, &Request::line("ls"), None);
+    let _ = admit::admit(&p, &Request::line("ls"), None);
     println!(
         "{:<42} {:>9} {:>13} {:>8} {:>12} {:>8}",
         "command", "lex ns", "lex+judge ns", "ratio", "check ns", "ratio"
@@ -68,7 +69,7 @@ fn main() {
         });
         let req = Request::line(*cmd);
         let check_ns = per_iter_ns(n / 4, || {
-            let _ = black_box(check::admit(&p, black_box(&req), None));
+            let _ = black_box(admit::admit(&p, black_box(&req), None));
         });
         println!(
             "{:<42} {:>9.0} {:>13.0} {:>8.2} {:>12.0} {:>8.2}",

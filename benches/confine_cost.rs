@@ -14,7 +14,7 @@
 #[path = "common/stats.rs"]
 mod stats;
 
-use agent_rsh::check::{CommandInput, Request};
+use agent_rsh::admit::{CommandInput, Request};
 use agent_rsh::engine::{self, RunOptions};
 use agent_rsh::exec::Sink;
 use agent_rsh::plan::StdinMode;
@@ -101,7 +101,7 @@ fn main() {
     // Where the added time goes: building the rule set and filter in the
     // parent, and the PID namespace the guardian gets (confinement "off"
     // runs without one).
-    let plan = agent_rsh::check::admit(&on, &req, None).expect("true is allowed");
+    let plan = agent_rsh::admit::admit(&on, &req, None).expect("true is allowed");
     let ws = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     for _ in 0..n {
@@ -131,7 +131,7 @@ fn main() {
         command: CommandInput::Line("ls".into()),
         ..req.clone()
     };
-    let plan = agent_rsh::check::admit(&default, &ls, None).expect("ls is allowed");
+    let plan = agent_rsh::admit::admit(&default, &ls, None).expect("ls is allowed");
     let t = Instant::now();
     for _ in 0..n {
         let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), None, true)

@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench mcp_cost` (N=... sets the number of rounds).
 
-use agent_rsh::check::Request;
+use agent_rsh::admit::Request;
 use agent_rsh::engine::{self, RunOptions};
 use agent_rsh::exec::Sink;
 use agent_rsh::policy::{Policy, Source};

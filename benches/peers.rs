@@ -19,7 +19,7 @@
 //!    `bash -c true`,
 //!    `timeout 10 true` and, when they work here, bwrap, firejail and a
 //!    Python `subprocess.run` wrapper;
-//! 2. lex + check per typical agent command, in process (`check::admit`);
+//! 2. lex + check per typical agent command, in process (`admit::admit`);
 //! 3. streaming: N bytes from `head -c N /dev/zero` through `agent-rsh run`
 //!    (text and `--json`), against the same through a pipe into `cat`;
 //! 4. peak RSS (`wait4`, so it is the largest of agent-rsh, its guardian and
@@ -29,7 +29,8 @@
 //! Exits non-zero when something failed to run or leaked; a missed target
 //! is reported in the table, not as a failure (the machine may be busy).
 
-use agent_rsh::check::{self, Request};
+use agent_rsh::admit::{self, Request};
+use agent_rsh::check;
 use agent_rsh::lex;
 use agent_rsh::policy::Policy;
 use std::ffi::OsString;
@@ -554,7 +555,7 @@ const COMMANDS: &[&str] = &[
 type Probe = (String, bool, Box<dyn Fn()>);
 
 fn check_latency(opts: &Options, t: &mut Table) {
-    t.section("2. lex + check per command, in process (`check::admit`, embedded default policy)");
+    t.section("2. lex + check per command, in process (`admit::admit`, embedded default policy)");
     let policy = Policy::embedded();
     let requests: Vec<Request> = COMMANDS.iter().map(|c| Request::line(*c)).collect();
     // Where the time goes, on the longest allowed command: the lexer, the
@@ -563,7 +564,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
     let longest = COMMANDS[5];
     let mut probes: Vec<Probe> = Vec::new();
     for (cmd, req) in COMMANDS.iter().zip(requests) {
-        let outcome = match check::admit(&policy, &req, None) {
+        let outcome = match admit::admit(&policy, &req, None) {
             Ok(_) => "allowed".to_string(),
             Err(d) => format!("refused: {}", d.rule),
         };
@@ -572,7 +573,7 @@ fn check_latency(opts: &Options, t: &mut Table) {
             format!("`{cmd}` ({outcome})"),
             true,
             Box::new(move || {
-                let _ = black_box(check::admit(&p, black_box(&req), None));
+                let _ = black_box(admit::admit(&p, black_box(&req), None));
             }),
         ));
     }

@@ -25,7 +25,7 @@
 //!
 //! Options after `--`: `--quick` (fewer rounds).
 
-use agent_rsh::check::{self, Request};
+use agent_rsh::admit::{self, Request};
 use agent_rsh::confine::Confinement;
 use agent_rsh::engine::{self, RunOptions};
 use agent_rsh::exec::Sink;
@@ -70,7 +70,7 @@ fn one() {
         v.push(us(t.elapsed()));
         let req = Request::line("true");
         let t = Instant::now();
-        let plan = check::admit(&policy, &req, None).expect("`true` is allowed");
+        let plan = admit::admit(&policy, &req, None).expect("`true` is allowed");
         v.push(us(t.elapsed()));
         let t = Instant::now();
         drop(Workspace::fresh(None).expect("workspace"));

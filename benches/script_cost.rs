@@ -1,6 +1,6 @@
 //! Cost of compound commands.
 //!
-//! 1. `check` of a 20-command script, in process (`check::admit` with the
+//! 1. `check` of a 20-command script, in process (`admit::admit` with the
 //!    embedded default policy): parsing, the static check of every stage,
 //!    the plan. Target: under 100 µs. Parsing alone is shown beside it.
 //! 2. A pipeline of three stages through `agent-rsh run`, against the same
@@ -12,7 +12,7 @@
 //!
 //! `cargo bench --bench script_cost` (N=rounds, default 200).
 
-use agent_rsh::check::{self, Request};
+use agent_rsh::admit::{self, Request};
 use agent_rsh::policy::Policy;
 use std::hint::black_box;
 use std::process::{Command, Stdio};
@@ -80,12 +80,12 @@ fn main() {
         .unwrap()
         .simple_commands;
     assert!(stages >= 20, "{stages} commands");
-    assert!(check::admit(&p, &req, None).is_ok());
+    assert!(admit::admit(&p, &req, None).is_ok());
     let parse_us = per_iter_us(20_000, || {
         black_box(agent_rsh::script::parse(black_box(SCRIPT20), 8192).ok());
     });
     let check_us = per_iter_us(5_000, || {
-        black_box(check::admit(&p, black_box(&req), None).ok());
+        black_box(admit::admit(&p, black_box(&req), None).ok());
     });
     println!("| measure | median | target | verdict |");
     println!("|---|---:|---|---|");

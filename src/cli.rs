@@ -1,10 +1,13 @@
 //! Command-line faces: flag parsing and rendering; the work is elsewhere.
 
-use crate::check::{self, CommandInput, Request};
+use crate::admit::{self, CommandInput, Request};
+use crate::check;
 use crate::engine::{self, RunOptions, TextSink};
 use crate::exec::Sink;
+use crate::exit::{CliError, CliResult, exit_code};
+use crate::flags::RequestArgs;
 use crate::plan::StdinMode;
-use crate::policy::{self, Policy, PolicyError};
+use crate::policy::{self, Policy};
 use crate::result::{Encoding, Event, RunResult, Status, Stream, code};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
@@ -104,69 +107,6 @@ fn expanded(cmd: clap::Command) -> clap::Command {
     })
 }
 
-// What a caller asks for, as flags: the same for `run`, `check` and
-// `spawn`, so the three cannot drift apart. (Not a doc comment: clap would
-// take it as the about text of every subcommand that flattens this struct,
-// since their flags are added after their own about, see `command`.)
-#[derive(Args)]
-pub struct RequestArgs {
-    /// Working directory, relative to the workspace root.
-    ///
-    /// Security: it may not leave the workspace, through `..` or a symlink.
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<String>,
-    /// Deadline in milliseconds; may shorten the policy's (for spawn,
-    /// jobs.max_runtime_ms), never extend it.
-    ///
-    /// A longer request is clamped, with a warning; 0 is refused.
-    #[arg(long, value_name = "MS")]
-    timeout: Option<u64>,
-    /// Set a variable in the child's environment (repeatable).
-    ///
-    /// Security: names that load code or run programs (LD_*, BASH_ENV,
-    /// PYTHONPATH, NODE_OPTIONS, GIT_*COMMAND*, PATH, HOME, ...) are refused.
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    /// Use this existing directory as the workspace (kept afterwards); the
-    /// policy file must lie outside it.
-    ///
-    /// Without it each run gets a fresh 0700 directory, removed after it.
-    /// Security: the workspace is the run's write scope; refused
-    /// (workspace.system, exit 126), directly or through a symlink: /, the
-    /// system directories /bin, /boot, /dev, /etc, /lib*, /proc, /run, /sbin,
-    /// /sys, /usr, /var and everything inside /bin, /boot, /dev, /etc, /lib*,
-    /// /proc, /sbin, /sys, /usr, the directories directly under /var and
-    /// /run, and any directory containing the policy file.
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Take the words as argv exactly (no lexing); the same checks apply.
-    ///
-    /// Every word still obeys the lexer's character rules.
-    #[arg(long)]
-    argv: bool,
-    /// The command: one string (several words are joined with spaces, as
-    /// ssh does), or argv words with --argv.
-    #[arg(required = true, num_args = 1.., value_name = "CMD", trailing_var_arg = true)]
-    command: Vec<String>,
-}
-
-impl RequestArgs {
-    /// The request these flags ask for.
-    pub fn request(&self, stdin: StdinMode) -> Request {
-        Request {
-            command: if self.argv {
-                CommandInput::Argv(self.command.clone())
-            } else {
-                CommandInput::Line(self.command.join(" "))
-            },
-            cwd: self.cwd.clone(),
-            timeout_ms: self.timeout,
-            env: self.env.clone(),
-            stdin,
-        }
-    }
-}
-
 #[derive(Args)]
 struct RunArgs {
     /// Print one JSON RunResult at the end instead of live output.
@@ -243,73 +183,6 @@ enum PolicyCmd {
         #[arg(long, value_name = "NAME")]
         profile: Option<crate::policy::profiles::Profile>,
     },
-}
-
-/// Why a subcommand ended without doing its work (or with a refusal that
-/// has its own exit code). Printed in one place, `main`.
-#[derive(Debug)]
-pub struct CliError {
-    pub code: i32,
-    /// Lines for stderr, each a whole line ("agent-rsh: ...").
-    pub lines: Vec<String>,
-    /// A line for stdout: the machine-readable faces answer in JSON even
-    /// when they fail.
-    pub stdout: Option<String>,
-}
-
-impl CliError {
-    /// One line on stderr, prefixed "agent-rsh: ".
-    pub fn new(code: i32, message: impl std::fmt::Display) -> CliError {
-        CliError {
-            code,
-            lines: vec![format!("agent-rsh: {message}")],
-            stdout: None,
-        }
-    }
-
-    /// A policy that cannot be used: what is wrong with it, what did not
-    /// happen because of it (`consequence`), and how to check a fix.
-    pub fn policy(e: &PolicyError, consequence: &str) -> CliError {
-        CliError {
-            code: code::FAILED,
-            lines: vec![
-                format!("agent-rsh: {e}"),
-                format!(
-                    "agent-rsh: {consequence}; fix the policy (`agent-rsh policy check FILE` validates it)"
-                ),
-            ],
-            stdout: None,
-        }
-    }
-
-    /// The same failure, also as one JSON line on stdout.
-    pub fn with_stdout(mut self, line: String) -> CliError {
-        self.stdout = Some(line);
-        self
-    }
-
-    fn print(&self) -> ExitCode {
-        {
-            let mut err = std::io::stderr().lock();
-            for l in &self.lines {
-                let _ = writeln!(err, "{l}");
-            }
-        }
-        if let Some(line) = &self.stdout {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-        }
-        exit_code(self.code)
-    }
-}
-
-/// What a subcommand returns: its exit code, or why it could not do its work.
-pub type CliResult = Result<ExitCode, CliError>;
-
-/// An exit status as the process reports it (0-255).
-pub fn exit_code(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code).unwrap_or(code::FAILED as u8))
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -549,7 +422,7 @@ fn cmd_check(policy: Option<&Path>, a: CheckArgs) -> CliResult {
     {
         return Ok(exit_code(code));
     }
-    let (verdict, judged) = check::admit_explained(&policy, &req, a.request.workspace.as_deref());
+    let (verdict, judged) = admit::admit_explained(&policy, &req, a.request.workspace.as_deref());
     if a.json {
         let mut v = match &verdict {
             Ok(plan) => serde_json::json!({
@@ -611,7 +484,7 @@ fn check_script(
         return None;
     }
     // The whole verdict (cwd, env and timeout included), as `run` decides.
-    let verdict = check::admit(policy, req, workspace);
+    let verdict = admit::admit(policy, req, workspace);
     let cwd = check::confine_cwd(req.cwd.as_deref()).unwrap_or_default();
     let sp = crate::script::plan(policy, line, &cwd, workspace, true).ok();
     let (word, code) = match &verdict {

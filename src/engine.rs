@@ -4,7 +4,8 @@
 //! and call `execute` with their own `Sink`; they differ only in how they
 //! take input and render output.
 
-use crate::check::{self, Denial, Request};
+use crate::admit::{self, Request};
+use crate::check::Denial;
 use crate::confine::{ConfineError, Confinement, Stage};
 use crate::exec::{self, Sink};
 use crate::policy::Policy;
@@ -75,7 +76,7 @@ pub fn execute(
     sink: &mut dyn Sink,
 ) -> RunResult {
     let command = req.display();
-    let mut plan = match check::admit(policy, req, opts.workspace.as_deref()) {
+    let mut plan = match admit::admit(policy, req, opts.workspace.as_deref()) {
         Ok(p) => p,
         Err(d) => return RunResult::denied(command, d),
     };

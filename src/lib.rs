@@ -1,10 +1,20 @@
 //! agent-rsh: a restricted shell in one binary.
 //!
-//! Pure core (`policy`, `lex`, `check`, `plan`, `result`) → `Plan` or
-//! `Denial`; effectful edge (`workspace`, `confine`, `exec`) runs the plan;
-//! `engine` is the one door every face (`cli`) goes through; `doctor`, a
-//! face too, reports what `confine` would enforce here.
+//! The floor plan, bottom up (no arrow runs back up, no two rooms import
+//! each other):
+//! - ground floor, standing on nothing above it: `lex`, `denial`, `policy`, `result` (RunResult,
+//!   events, exit codes), `exit` (how a subcommand ends), `workspace`,
+//!   `sys`, `audit`;
+//! - the judge of one argv, `check` (allowlist, argument rules, guards,
+//!   wrappers, env, cwd); the interpreter, `script`, on it; `plan` (which
+//!   may carry a checked script); and the door, `admit`, on them all:
+//!   (policy, request) → `Plan` or `Denial`;
+//! - the engine: `confine` and `exec` run a plan, `engine::execute` is the
+//!   check-then-execute call every face makes;
+//! - the faces on top: `cli` (with `flags`, the request's flags it shares
+//!   with `jobs`), `shell`, `jobs`, `mcp`, `doctor`.
 
+pub mod admit;
 pub mod audit;
 pub mod check;
 pub mod cli;
@@ -13,6 +23,8 @@ pub mod denial;
 pub mod doctor;
 pub mod engine;
 pub mod exec;
+pub mod exit;
+pub mod flags;
 pub mod jobs;
 pub mod lex;
 pub mod mcp;

@@ -7,7 +7,7 @@
 //! input (a quote the lexer thought closed) is a crash.
 #![no_main]
 
-use agent_rsh::check::{self, CommandInput, Request};
+use agent_rsh::admit::{self, CommandInput, Request};
 use agent_rsh::lex;
 use agent_rsh::policy::Policy;
 use libfuzzer_sys::fuzz_target;
@@ -131,7 +131,7 @@ fuzz_target!(|data: &[u8]| {
 
     let lexed = lex::lex(s, 8192);
     let req = Request::line(s);
-    let checked = check::admit(policy(), &req, None);
+    let checked = admit::admit(policy(), &req, None);
     match (&lexed, &checked) {
         (Ok(words), Ok(plan)) => {
             let texts: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
@@ -152,7 +152,7 @@ fuzz_target!(|data: &[u8]| {
         command: CommandInput::Argv(words.clone()),
         ..Request::line("")
     };
-    if check::admit(policy(), &argv_req, None).is_ok() {
+    if admit::admit(policy(), &argv_req, None).is_ok() {
         for w in &words {
             assert!(lex::check_argv_word(w, 0).is_ok(), "{w:?} passed --argv");
         }

@@ -15,7 +15,7 @@
 //! finds nothing to run.
 #![no_main]
 
-use agent_rsh::check::{self, Request};
+use agent_rsh::admit::{self, Request};
 use agent_rsh::policy::{Policy, Syntax};
 use agent_rsh::script::{self, render};
 use libfuzzer_sys::fuzz_target;
@@ -129,7 +129,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // The whole check of the compound command: no panic, and a refusal
     // names a place inside the input.
-    if let Err(d) = check::admit(policy(), &Request::line(s), None) {
+    if let Err(d) = admit::admit(policy(), &Request::line(s), None) {
         if let Some(o) = d.offset {
             assert!(o <= s.len().max(8192), "{d:?}");
         }

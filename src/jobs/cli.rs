@@ -1,7 +1,8 @@
 //! The job commands' command-line face: flags in, one JSON object out.
 
 use super::{GrepQuery, JobError, OutputQuery, SpawnRequest, StreamSel};
-use crate::cli::{CliError, CliResult, RequestArgs, exit_code};
+use crate::exit::{CliError, CliResult, exit_code};
+use crate::flags::RequestArgs;
 use crate::plan::StdinMode;
 use crate::policy::Policy;
 use crate::result::code;

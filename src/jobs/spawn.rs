@@ -5,7 +5,8 @@ use super::error::{JobError, JobResult};
 use super::state::{Meta, StateDir, now_ms, open_lock, write_atomic};
 use super::store::Layout;
 use super::supervisor;
-use crate::check::{self, Denial, Request};
+use crate::admit::{self, Request};
+use crate::check::Denial;
 use crate::plan::StdinMode;
 use crate::policy::Policy;
 use crate::policy::jobs::MIN_OUTPUT_BYTES;
@@ -78,7 +79,7 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
         ..sreq.request.clone()
     };
     // The supervisor admits it again before it runs (`engine::execute`).
-    let plan = check::admit(&jpolicy, &req, sreq.workspace.as_deref())
+    let plan = admit::admit(&jpolicy, &req, sreq.workspace.as_deref())
         .map_err(|d| JobError::from_result(RunResult::denied(req.display(), d)))?;
     let cap = match sreq.max_output_bytes {
         Some(n) if n < MIN_OUTPUT_BYTES => {

@@ -18,7 +18,7 @@
 use super::error::{JobError, JobResult};
 use super::state::{Final, Started, State, SupervisorInfo, now_ms, write_atomic};
 use super::store::{Layout, StreamWriter};
-use crate::check::Request;
+use crate::admit::Request;
 use crate::engine::{self, RunOptions};
 use crate::exec::Sink;
 use crate::plan::StdinMode;

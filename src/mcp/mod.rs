@@ -17,7 +17,7 @@ mod protocol;
 mod render;
 mod tools;
 
-use crate::cli::{CliError, CliResult, exit_code};
+use crate::exit::{CliError, CliResult, exit_code};
 pub use crate::policy::McpPolicy;
 use crate::policy::Policy;
 use crate::result::code;

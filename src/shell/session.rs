@@ -6,8 +6,9 @@
 //! directory, then the report, the audit record and the refusal counter.
 
 use super::Login;
+use crate::admit::{self, CommandInput, Request};
 use crate::audit::Record;
-use crate::check::{self, CommandInput, Denial, Request};
+use crate::check::{self, Denial};
 use crate::engine::{self, RunOptions, TextSink};
 use crate::plan::StdinMode;
 use crate::result::{RunResult, Status, code};
@@ -216,7 +217,7 @@ impl Session {
         if trimmed.is_empty() || trimmed.starts_with('#') {
             return Next::Continue;
         }
-        let argv = match check::split(&self.login.policy, &CommandInput::Line(text.into())) {
+        let argv = match admit::split(&self.login.policy, &CommandInput::Line(text.into())) {
             Ok(a) => a,
             // A compound command goes to the engine whole: agent-rsh's
             // interpreter runs it (its `cd` lasts for that line only).

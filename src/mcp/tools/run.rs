@@ -1,7 +1,8 @@
 //! The `run` tool: one checked, confined command through `engine::execute`.
 
 use super::{Annotations, ArgError, CallEnv, Context, Tool, ToolResult, Work};
-use crate::check::{Request, hints};
+use crate::admit::Request;
+use crate::check::hints;
 use crate::engine::{self, RunOptions};
 use crate::mcp::progress::ProgressSink;
 use crate::mcp::render::{nonce, render_text};
@@ -256,7 +257,7 @@ mod tests {
         for name in crate::policy::env::PINNED {
             let env = BTreeMap::from([(name.to_string(), "c".to_string())]);
             let req = request("true".into(), None, &env, None).unwrap();
-            let d = crate::check::admit(&policy, &req, None).unwrap_err();
+            let d = crate::admit::admit(&policy, &req, None).unwrap_err();
             assert_eq!(d.rule, "env.dangerous", "{name}: {d:?}");
             assert!(d.reason.contains(name), "{name}: {d:?}");
             assert!(d.reason.contains("pinned"), "{name}: {d:?}");

@@ -1,7 +1,7 @@
 //! The policy file must stay out of the agent's reach: a command that can
 //! rewrite the policy could allow itself anything on the next call.
 
-use super::Denial;
+use crate::check::Denial;
 use crate::policy::{Policy, Source};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +45,7 @@ pub fn policy_out_of_reach(
 }
 
 /// The same refusal for a loaded policy, wherever it came from: part of
-/// `check::admit`, so no face can run a command that could rewrite its own
+/// `admit::admit`, so no face can run a command that could rewrite its own
 /// policy, and `agent-rsh check` says so too.
 /// A persistent workspace that is a system directory or contains the policy
 /// file is refused first (`workspace.system`, see `workspace::refuse_system`).
