@@ -14,9 +14,21 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
-/// Returns false (the test should return) after saying why it is skipped;
-/// under CI the missing prerequisite is a failure instead.
+/// The running test's name: libtest runs each test on a thread named after
+/// it (`run::workspace_hygiene`); `fallback` where there is none.
+pub fn test_name(fallback: &str) -> String {
+    match std::thread::current().name() {
+        Some(name) if name != "main" => name.to_string(),
+        _ => fallback.to_string(),
+    }
+}
+
+/// Returns false (the test should return) after saying on stderr
+/// `SKIPPED <test>: <why>`, `<test>` being the running test's name (`test`
+/// where the thread has none); under CI the missing prerequisite is a
+/// failure instead.
 pub fn unavailable(test: &str, why: &str) -> bool {
+    let test = test_name(test);
     if in_ci() {
         panic!("{test}: {why}; CI=true, so this is a failure, not a skip (.ci/run installs it)");
     }

@@ -10,9 +10,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// None when podman is missing (a failure under CI=true, where .ci/run
-/// installs it).
+/// None when podman is missing or cannot run rootful (a failure under
+/// CI=true, where .ci/run installs it and runs as root).
 fn podman() -> Option<&'static str> {
+    // Rootless Podman cannot run the host's root as the container's with
+    // the cgroupfs manager, and leaves its pause process (catatonit)
+    // running after the test: ask only as root.
+    if !crate::common::root() {
+        cannot_run("needs root: the container is rootful Podman (the host's / as its root)");
+        return None;
+    }
     let ok = Command::new("podman")
         .arg("--version")
         .output()

@@ -347,7 +347,9 @@ fn the_terminal_modes_come_back_after_a_deadline_or_a_signal() {
 }
 
 fn pipe_policy() -> (Setup, Command) {
-    let s = Setup::new(0);
+    // The workspace is the caller's own (root's when the tests run as root).
+    // SAFETY: geteuid has no preconditions.
+    let s = Setup::new(unsafe { libc::geteuid() });
     let mut c = Command::new(BIN);
     c.env_remove("AGENT_RSH_POLICY")
         .args(["run", "--json", "--stdin", "--policy"])
