@@ -441,11 +441,17 @@ impl Session {
             out,
             "Built-ins: cd [DIR | -] (inside your home), pwd, help, exit [N]; Ctrl-D leaves."
         );
+        let syntax = if p.syntax == crate::policy::Syntax::Compound {
+            "A line is read as bash reads it: pipes, `;`, `&&`, `||`, redirections inside your home,\n\
+             here-documents, variables and globs work, and every command in it is checked.\n\
+             A `cd` in a longer line lasts for that line; `cd DIR` alone is the session's."
+        } else {
+            "One command per line, run directly without a shell: no pipes, redirections, `;`, `&&`,\n\
+             `$`, globs or `~`. Quote arguments with '...' or \"...\" as in sh; quoted characters are text."
+        };
         let _ = writeln!(
             out,
-            "One command per line, run directly without a shell: no pipes, redirections, `;`, `&&`,\n\
-             `$`, globs or `~`. Quote arguments with '...' or \"...\" as in sh; quoted characters are text.\n\
-             Ctrl-C stops the running command. Each command may run for at most {} s.",
+            "{syntax}\nCtrl-C stops the running command. Each command may run for at most {} s.",
             p.limits.timeout_ms.div_ceil(1000)
         );
     }
