@@ -26,7 +26,7 @@ impl World {
             format!(
                 r#"
 [commands]
-allow = ["bash", "sleep", "seq", "sort", "cat", "echo", "rm", "nonexistent-program-xyz"]
+allow = ["bash", "sleep", "seq", "sort", "cat", "echo", "rm", "yes", "nonexistent-program-xyz"]
 [limits]
 kill_grace_ms = 500
 [workspace]
@@ -643,4 +643,104 @@ fn a_state_dir_another_account_could_replace_is_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// Lines of `content` between `first` and `last` (exclusive) are whole
+/// `abcdefghij` lines; the first may be a suffix (the elision before it)
+/// and the last a prefix (the elision after it, or the writer mid-line).
+fn well_formed(content: &str, what: &str) {
+    let lines: Vec<&str> = content.split('\n').collect();
+    let n = lines.len();
+    for (i, l) in lines.iter().enumerate() {
+        let ok = *l == "abcdefghij"
+            || (i == 0 && "abcdefghij".ends_with(l))
+            || (i == n - 1 && "abcdefghij".starts_with(l));
+        assert!(ok, "{what}: torn line {i} of {n}: {l:?}");
+    }
+}
+
+/// Reads a job many times from several threads while it writes as fast as
+/// it can; every read succeeds and every snapshot is well formed.
+fn hammer_reads(w: &World, job: &str, head: u64, rounds: usize) {
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                let mut last_bytes = 0u64;
+                let mut next = 0u64;
+                for r in 0..rounds {
+                    // A page from the start: the head, ending at the elision.
+                    let v = w.ok(&["output", job, "--stream", "stdout", "--limit", "100000"]);
+                    let c = v["content"].as_str().unwrap();
+                    assert_eq!(v["offset"], 0, "{v}");
+                    assert_eq!(v["nextOffset"].as_u64().unwrap(), c.len() as u64, "{v}");
+                    well_formed(c, "head");
+                    // The tail: a contiguous run of segments.
+                    let from = head.to_string();
+                    let v = w.ok(&["output", job, "--stream", "stdout", "--offset", &from]);
+                    let c = v["content"].as_str().unwrap();
+                    let (off, nx) = (
+                        v["offset"].as_u64().unwrap(),
+                        v["nextOffset"].as_u64().unwrap(),
+                    );
+                    assert!(off >= head, "{v}");
+                    assert_eq!(nx - off, c.len() as u64, "{v}");
+                    assert_eq!(v["elided"].as_u64().unwrap(), off - head, "{v}");
+                    assert!(v["totalSize"].as_u64().unwrap() >= nx, "{v}");
+                    well_formed(c, "tail");
+                    // Paging by nextOffset never goes back.
+                    let v = w.ok(&[
+                        "output",
+                        job,
+                        "--stream",
+                        "stdout",
+                        "--offset",
+                        &next.to_string(),
+                        "--limit",
+                        "4096",
+                    ]);
+                    let off = v["offset"].as_u64().unwrap();
+                    assert!(off >= next, "offset {off} before the requested {next}: {v}");
+                    assert_eq!(v["elided"].as_u64().unwrap(), off - next, "{v}");
+                    next = v["nextOffset"].as_u64().unwrap();
+                    // Status: running, byte counts never go back.
+                    let st = w.ok(&["status", job]);
+                    assert_eq!(st["status"], "running", "{st}");
+                    let b = st["stdoutBytes"].as_u64().unwrap();
+                    assert!(b >= last_bytes, "stdoutBytes went back: {st}");
+                    last_bytes = b;
+                    // Grep the tail: every match a whole line.
+                    let g = w.ok(&[
+                        "grep",
+                        job,
+                        "-F",
+                        "abcdefghij",
+                        "--stream",
+                        "stdout",
+                        "--offset",
+                        &from,
+                        "--max-matches",
+                        "1000",
+                    ]);
+                    for m in g["matches"].as_array().unwrap() {
+                        assert_eq!(m["text"], "abcdefghij", "thread {t} round {r}: {m}");
+                    }
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn reading_a_job_never_fails_while_it_writes_fast() {
+    for (cap, head) in [(Some(1024u64), 512u64), (None, 4u64 << 20)] {
+        let w = World::new(&cap.map_or(String::new(), |c| format!("max_output_bytes = {c}")));
+        let job = id(&w.spawn("yes abcdefghij"));
+        // Wait until the tail is being rotated.
+        wait_for("the tail to rotate", || {
+            w.ok(&["status", &job])["stdoutBytes"].as_u64().unwrap() > 2 * head + 4096
+        });
+        hammer_reads(&w, &job, head, 40);
+        let st = w.ok(&["kill", &job]);
+        assert_eq!(st["status"], "killed", "{st}");
+    }
 }
