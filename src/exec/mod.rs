@@ -70,6 +70,9 @@ pub struct Outcome {
 /// The most read from, or written to, a pipe at once.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Full reads of one pipe before the loop polls again.
+const READS_PER_WAKE: usize = 16;
+
 /// The signals agent-rsh forwards to the tree and reports as `interrupted`.
 pub const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -461,7 +464,9 @@ impl Pump {
     /// is read into its spare capacity: never zeroed, so a run whose
     /// command prints nothing touches none of its pages.
     fn read(&mut self, fd: RawFd, stream: Stream, sink: &mut dyn Sink) -> bool {
-        loop {
+        // A few full reads at most, then back to poll: a writer faster than
+        // the sink must not starve the deadline, kills and signals.
+        for _ in 0..READS_PER_WAKE {
             let spare = self.buf.spare_capacity_mut();
             // SAFETY: read into our own buffer's spare capacity.
             let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
@@ -484,6 +489,7 @@ impl Pump {
             }
             return matches!(errno(), libc::EAGAIN | libc::EINTR);
         }
+        true
     }
 }
 

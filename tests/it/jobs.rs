@@ -744,3 +744,62 @@ fn reading_a_job_never_fails_while_it_writes_fast() {
         assert_eq!(st["status"], "killed", "{st}");
     }
 }
+
+/// utime + stime of a process (all its threads), in clock ticks.
+fn cpu_ticks(pid: u64) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u64) -> Vec<u64> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                let after = &s[s.rfind(')').unwrap() + 2..];
+                after.split_whitespace().nth(1) == Some(&pid.to_string())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn kill_ends_a_fast_writer_and_its_supervisor_stays_cheap() {
+    for cap in [Some(1024u64), None] {
+        let w = World::new(&cap.map_or(String::new(), |c| format!("max_output_bytes = {c}")));
+        let sp = w.spawn("yes");
+        let job = id(&sp);
+        let sup = sp["supervisorPid"].as_u64().unwrap();
+        let root = sp["pid"].as_u64().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let tree = || {
+            let mut all = vec![root];
+            all.extend(children(root));
+            all
+        };
+        let job_cpu = || tree().into_iter().map(cpu_ticks).sum::<u64>();
+        let (s0, j0) = (cpu_ticks(sup), job_cpu());
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let (s1, j1) = (cpu_ticks(sup), job_cpu());
+        let (s, j) = (s1 - s0, j1 - j0);
+        assert!(j > 0, "the job did not run: {cap:?}");
+        // Reading a pipe costs about what writing it does: under a small
+        // cap (no per-segment file churn) the supervisor stays within a
+        // small multiple of the job.
+        assert!(
+            cap.is_none() || s <= 3 * j,
+            "cap {cap:?}: supervisor {s} ticks against the job's {j}"
+        );
+        let t = Instant::now();
+        let st = w.ok(&["kill", &job]);
+        assert_eq!(st["status"], "killed", "{st}");
+        assert_eq!(st["signal"], 15, "{st}");
+        // A generous guard: the grace is 500 ms.
+        assert!(t.elapsed().as_secs() < 10, "kill took {:?}", t.elapsed());
+    }
+}
