@@ -267,6 +267,8 @@ pub fn run(
     let mut err_open = true;
     let mut status_open = true;
     let mut warnings: Vec<String> = relay.warning.take().into_iter().collect();
+    // The grace period ran out with the tree still there.
+    let mut forced = false;
     let act = |k: Kill, child_pid: Option<i32>| match k {
         Kill::Guardian(sig) => kill(guardian, sig),
         Kill::Tree => {
@@ -281,6 +283,7 @@ pub fn run(
         let now = Instant::now();
         // Both kills can be due at once (a zero grace period).
         while let Some(k) = life.tick(now) {
+            forced |= k == Kill::Tree && life.guardian_alive();
             act(k, child_pid);
         }
         match life.stop(now, out_open || err_open) {
@@ -359,6 +362,17 @@ pub fn run(
     warnings.extend(confinement.finish_cgroup());
 
     let (status, exit_code, signal) = life.verdict(child_status);
+    if forced {
+        warnings.push(format!(
+            "the command was still running {} ms (limits.kill_grace_ms) after {}; its process tree was killed with SIGKILL",
+            plan.grace.as_millis(),
+            match (status, signal) {
+                (Status::Interrupted, Some(libc::SIGINT)) => "SIGINT",
+                (Status::Interrupted, Some(libc::SIGHUP)) => "SIGHUP",
+                _ => "SIGTERM",
+            }
+        ));
+    }
     if status == Status::Failed && exec_error.is_none() {
         warnings.push("the guardian process ended without reporting the command's status".into());
     }
