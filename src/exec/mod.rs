@@ -70,6 +70,9 @@ pub struct Outcome {
 /// The most read from, or written to, a pipe at once.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Full reads of one pipe before the loop polls again.
+const READS_PER_WAKE: usize = 16;
+
 /// The signals agent-rsh forwards to the tree and reports as `interrupted`.
 pub const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -264,6 +267,8 @@ pub fn run(
     let mut err_open = true;
     let mut status_open = true;
     let mut warnings: Vec<String> = relay.warning.take().into_iter().collect();
+    // The grace period ran out with the tree still there.
+    let mut forced = false;
     let act = |k: Kill, child_pid: Option<i32>| match k {
         Kill::Guardian(sig) => kill(guardian, sig),
         Kill::Tree => {
@@ -278,6 +283,7 @@ pub fn run(
         let now = Instant::now();
         // Both kills can be due at once (a zero grace period).
         while let Some(k) = life.tick(now) {
+            forced |= k == Kill::Tree && life.guardian_alive();
             act(k, child_pid);
         }
         match life.stop(now, out_open || err_open) {
@@ -356,6 +362,17 @@ pub fn run(
     warnings.extend(confinement.finish_cgroup());
 
     let (status, exit_code, signal) = life.verdict(child_status);
+    if forced {
+        warnings.push(format!(
+            "the command was still running {} ms (limits.kill_grace_ms) after {}; its process tree was killed with SIGKILL",
+            plan.grace.as_millis(),
+            match (status, signal) {
+                (Status::Interrupted, Some(libc::SIGINT)) => "SIGINT",
+                (Status::Interrupted, Some(libc::SIGHUP)) => "SIGHUP",
+                _ => "SIGTERM",
+            }
+        ));
+    }
     if status == Status::Failed && exec_error.is_none() {
         warnings.push("the guardian process ended without reporting the command's status".into());
     }
@@ -461,7 +478,9 @@ impl Pump {
     /// is read into its spare capacity: never zeroed, so a run whose
     /// command prints nothing touches none of its pages.
     fn read(&mut self, fd: RawFd, stream: Stream, sink: &mut dyn Sink) -> bool {
-        loop {
+        // A few full reads at most, then back to poll: a writer faster than
+        // the sink must not starve the deadline, kills and signals.
+        for _ in 0..READS_PER_WAKE {
             let spare = self.buf.spare_capacity_mut();
             // SAFETY: read into our own buffer's spare capacity.
             let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
@@ -484,6 +503,7 @@ impl Pump {
             }
             return matches!(errno(), libc::EAGAIN | libc::EINTR);
         }
+        true
     }
 }
 

@@ -200,8 +200,56 @@ pub fn kill(policy: &Policy, id: &str, signal: i32) -> JobResult<JobStatus> {
         Err(_) if !job.alive() => return job.status(),
         Err(e) => return Err(e),
     }
-    let limit = Duration::from_millis(meta.grace_ms.saturating_mul(3)) + Duration::from_secs(10);
-    wait_dir(&job, Some(limit))
+    // The supervisor sends the signal, then SIGKILL after the grace
+    // period; should the tree outlive that by far (a supervisor starved
+    // of CPU), SIGKILL is asked for, and at last the supervisor itself is
+    // killed, which takes the tree down with it.
+    let grace = Duration::from_millis(meta.grace_ms);
+    let st = wait_dir(&job, Some(grace * 2 + Duration::from_secs(10)))?;
+    if st.status != super::State::Running {
+        return Ok(st);
+    }
+    let _ = control(&job, &format!("kill {}", libc::SIGKILL));
+    let st = wait_dir(&job, Some(Duration::from_secs(10)))?;
+    if st.status != super::State::Running {
+        return Ok(st);
+    }
+    kill_supervisor(&job);
+    wait_dir(&job, Some(Duration::from_secs(10)))
+}
+
+/// SIGKILLs the job's supervisor, found by the pid it recorded and
+/// checked to be agent-rsh's supervisor entry through a pidfd (so a
+/// reused pid is never signalled). Its run's guardian has a parent-death
+/// signal: the tree dies with it, and the job reads `lost`.
+fn kill_supervisor(job: &JobDir) {
+    let Some(info) = job.read::<super::state::SupervisorInfo>("supervisor.json") else {
+        return;
+    };
+    let pid = info.supervisor_pid;
+    // SAFETY: pidfd_open takes a pid and flags; the fd is ours.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        return;
+    }
+    // SAFETY: a new fd we own.
+    let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw as i32) };
+    let ours = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        c.split(|&b| b == 0)
+            .any(|a| a == super::cli::SUPERVISE.as_bytes())
+    });
+    if ours && job.alive() {
+        // SAFETY: pidfd_send_signal on a pidfd we own.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
 }
 
 /// Waits for the job to end (at most `timeout`); returns its status, which

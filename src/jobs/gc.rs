@@ -2,7 +2,7 @@
 //! workspaces crashed runs left behind and their cgroups.
 
 use super::error::JobResult;
-use super::state::{Final, StateDir, SupervisorInfo, now_ms, open_lock};
+use super::state::{Final, JobDir, StateDir, SupervisorInfo, now_ms, open_lock};
 use crate::policy::Policy;
 use serde::Serialize;
 use std::fs::File;
@@ -72,16 +72,17 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
                 }
             }
             if now.saturating_sub(ended) >= retain {
-                // Hold the job's lock while removing it, so no late
-                // supervisor can be writing into it.
-                if let Ok(l) = open_lock(&job.path("lock"))
-                    && crate::sys::try_lock(&l)
-                {
-                    match std::fs::remove_dir_all(&job.dir) {
-                        Ok(()) => rep.removed_jobs.push(job.id.clone()),
-                        Err(e) => rep.errors.push(format!("job {}: {e}", job.id)),
-                    }
+                match remove_job(&job) {
+                    Ok(true) => rep.removed_jobs.push(job.id.clone()),
+                    Ok(false) => {}
+                    Err(e) => rep.errors.push(format!("job {}: {e}", job.id)),
                 }
+            }
+        }
+        for r in retain_bounded(&state, policy) {
+            match r {
+                Ok(id) => rep.removed_jobs.push(id),
+                Err(e) => rep.errors.push(e),
             }
         }
     }
@@ -91,6 +92,104 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
         .map(|p| p.display().to_string())
         .collect();
     Ok(rep)
+}
+
+/// Removes a finished job's directory, holding its lock so that no late
+/// supervisor can be writing into it; false when the lock is held.
+fn remove_job(job: &JobDir) -> std::io::Result<bool> {
+    let Ok(l) = open_lock(&job.path("lock")) else {
+        return Ok(false);
+    };
+    if !crate::sys::try_lock(&l) {
+        return Ok(false);
+    }
+    std::fs::remove_dir_all(&job.dir)?;
+    Ok(true)
+}
+
+/// A finished job as retention sees it.
+struct Kept {
+    job: JobDir,
+    ended_ms: u64,
+    bytes: u64,
+}
+
+/// Keeps at most `jobs.max_retained` finished jobs, taking at most
+/// `jobs.max_retained_bytes` together: the ones that ended first go
+/// until both hold. Running jobs are never touched. Called with the state
+/// dir's lock held (by spawn, before a new job, and by `jobs --gc`);
+/// answers the removed ids, or what could not be removed.
+pub(super) fn retain_bounded(state: &StateDir, policy: &Policy) -> Vec<Result<String, String>> {
+    let mut kept: Vec<Kept> = state
+        .jobs()
+        .into_iter()
+        .filter(|j| !j.alive())
+        .map(|job| {
+            let (bytes, newest) = dir_usage(&job.dir);
+            // The result is written last: its time is when the job ended;
+            // a lost job ended at its last write.
+            let ended_ms = std::fs::metadata(job.path("result.json"))
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(newest, |d| d.as_millis() as u64);
+            Kept {
+                job,
+                ended_ms,
+                bytes,
+            }
+        })
+        .collect();
+    // Oldest first (ties: the lower id, the one created first).
+    kept.sort_by_key(|k| k.ended_ms);
+    let max_count = policy.jobs.max_retained as usize;
+    let max_bytes = policy.jobs.max_retained_bytes;
+    let mut count = kept.len();
+    let mut bytes: u64 = kept.iter().map(|k| k.bytes).sum();
+    let mut out = Vec::new();
+    for k in kept {
+        if count <= max_count && bytes <= max_bytes {
+            break;
+        }
+        // A lost job's fresh workspace has no other owner left.
+        let sup: Option<SupervisorInfo> = k.job.read("supervisor.json");
+        let fin = k.job.path("result.json").exists();
+        match remove_job(&k.job) {
+            Ok(true) => {
+                if !fin
+                    && let Some(s) = sup
+                    && s.fresh_workspace
+                {
+                    let _ = std::fs::remove_dir_all(&s.workspace);
+                }
+                count -= 1;
+                bytes = bytes.saturating_sub(k.bytes);
+                out.push(Ok(k.job.id.clone()));
+            }
+            Ok(false) => {}
+            Err(e) => out.push(Err(format!("job {}: {e}", k.job.id))),
+        }
+    }
+    out
+}
+
+/// Bytes of the files in a job's directory, and the newest change (ms).
+fn dir_usage(dir: &Path) -> (u64, u64) {
+    let mut bytes = 0;
+    let mut newest = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if let Ok(m) = e.metadata() {
+            bytes += m.len();
+            if let Some(t) = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            {
+                newest = newest.max(t.as_millis() as u64);
+            }
+        }
+    }
+    (bytes, newest)
 }
 
 fn stale_workspaces(policy: &Policy, retain: u64, now: u64, live: &[PathBuf], rep: &mut GcReport) {

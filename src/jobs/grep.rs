@@ -6,7 +6,7 @@
 
 use super::error::{JobError, JobResult};
 use super::state::{Meta, StreamSel};
-use super::store::{self, StreamView};
+use super::store::StreamView;
 use crate::result::code;
 use serde::Serialize;
 use std::path::Path;
@@ -94,10 +94,12 @@ pub(super) fn grep(
             )
         })?;
     let context = q.context.min(MAX_CONTEXT);
-    let (view, regions) = store::with_view(dir, q.stream.file(), meta.layout, |v: &StreamView| {
-        Ok((v.clone(), v.regions()?))
-    })
-    .map_err(|e| JobError::io(&format!("cannot read job {id}'s output"), e))?;
+    let (view, regions) = StreamView::open(dir, q.stream.file(), meta.layout)
+        .and_then(|v| {
+            let r = v.regions()?;
+            Ok((v, r))
+        })
+        .map_err(|e| JobError::io(&format!("cannot read job {id}'s output"), e))?;
     let strip = meta.strip_ansi && !q.color;
     let mut res = GrepResult {
         id: id.to_string(),

@@ -52,6 +52,9 @@ pub struct OutputChunk {
     /// Stream offset of `content`'s first byte: the requested offset, or
     /// the first stored byte after it when that part was elided.
     pub offset: u64,
+    /// Bytes between the requested offset and `offset` that were elided
+    /// (over the cap) before this call could read them.
+    pub elided: u64,
     /// Where the next call should continue.
     pub next_offset: u64,
     /// Bytes the job has written to the stream so far.
@@ -77,11 +80,12 @@ fn read_output(job: &JobDir, q: &OutputQuery) -> JobResult<OutputChunk> {
     // is complete.
     let running = job.alive();
     let limit = q.limit.clamp(1, MAX_OUTPUT_LIMIT);
-    let (view, start, mut bytes) = store::with_view(&job.dir, q.stream.file(), meta.layout, |v| {
-        let (s, b) = v.read(q.offset, limit)?;
-        Ok((v.clone(), s, b))
-    })
-    .map_err(|e| JobError::io(&format!("cannot read job {}'s output", job.id), e))?;
+    let (view, start, mut bytes) = store::StreamView::open(&job.dir, q.stream.file(), meta.layout)
+        .and_then(|v| {
+            let (s, b) = v.read(q.offset, limit)?;
+            Ok((v, s, b))
+        })
+        .map_err(|e| JobError::io(&format!("cannot read job {}'s output", job.id), e))?;
     // Do not split a UTF-8 sequence at the end of a page: the next call
     // starts at its first byte.
     let end = start + bytes.len() as u64;
@@ -119,6 +123,7 @@ fn read_output(job: &JobDir, q: &OutputQuery) -> JobResult<OutputChunk> {
         encoding,
         stream: q.stream,
         offset: start,
+        elided: start.saturating_sub(q.offset),
         next_offset: next,
         total_size: view.total,
         has_more,

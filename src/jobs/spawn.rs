@@ -99,6 +99,8 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
     };
 
     let global = state.lock()?;
+    // Finished jobs beyond jobs.max_retained / max_retained_bytes go now.
+    let _ = super::gc::retain_bounded(&state, policy);
     let running = state.jobs().iter().filter(|j| j.alive()).count();
     if running >= policy.jobs.max_concurrent as usize {
         let d = Denial::new(

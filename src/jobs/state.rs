@@ -240,7 +240,7 @@ impl StateDir {
         let dir = self.root.join(id);
         if !dir.join("meta.json").is_file() {
             return Err(JobError::no_such_job(format!(
-                "no job {id} in {} (`agent-rsh jobs` lists them; finished jobs are removed by `jobs --gc`)",
+                "no job {id} in {} (`agent-rsh jobs` lists them; finished jobs are removed beyond jobs.max_retained and by `jobs --gc`)",
                 self.root.display()
             )));
         }

@@ -5,15 +5,31 @@
 //! else in segment `i = (k - head) / seg` at `(k - head) % seg`. A segment
 //! file is named `NAME.seg.I.L` where `L` is the number of newlines before
 //! its first byte, so line numbers stay right after old segments are gone.
-//! Bytes are only ever appended, never rewritten: a reader that opened a
-//! file sees final bytes, and a segment removed under it is just a gap.
-//! The stream's total is derived from the newest segment's size, so readers
-//! need no counter shared with the writer.
+//! Bytes are only ever appended, never rewritten, and a segment is full
+//! before the next one is created: a reader opens every file it lists and
+//! reads through those descriptors, so a segment the writer removes in
+//! the meantime is still read whole, and what it returns is one
+//! consistent snapshot (the head, then a contiguous run of segments
+//! ending at the newest). The stream's total is derived from the newest
+//! segment's size, so readers need no counter shared with the writer.
+//!
+//! The writer keeps the tail's newest bytes in memory and writes them out
+//! when [`FLUSH_BYTES`] have gathered or when the supervisor's flusher
+//! calls [`StreamWriter::flush`] (a few times a second): bytes that would
+//! be rotated away before the next flush are counted and never written,
+//! so a fast writer under a small cap costs a few file operations per
+//! flush, not per segment.
 
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Tail bytes gathered in memory before they are written at once.
+pub const FLUSH_BYTES: usize = 256 * 1024;
 
 /// How a stream's cap is split between the head and the tail segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,10 +62,16 @@ pub struct StreamWriter {
     name: &'static str,
     layout: Layout,
     total: u64,
-    lines: u64,
     head: Option<File>,
-    seg: Option<(u64, File)>,
-    oldest: u64,
+    /// Tail bytes not written yet: logical offset `pending_start` on.
+    pending: Vec<u8>,
+    pending_start: u64,
+    /// Newlines in the stream before `pending_start`.
+    pending_lines: u64,
+    /// The segments on disk, oldest first: (index, path); the last one is
+    /// open in `current`.
+    live: VecDeque<(u64, PathBuf)>,
+    current: Option<(u64, File)>,
     /// The first write error (disk full...); output after it is dropped.
     pub error: Option<io::Error>,
 }
@@ -61,10 +83,12 @@ impl StreamWriter {
             name,
             layout,
             total: 0,
-            lines: 0,
             head: None,
-            seg: None,
-            oldest: 0,
+            pending: Vec::new(),
+            pending_start: layout.head,
+            pending_lines: 0,
+            live: VecDeque::new(),
+            current: None,
             error: None,
         }
     }
@@ -74,9 +98,20 @@ impl StreamWriter {
     }
 
     pub fn push(&mut self, data: &[u8]) {
-        if self.error.is_none()
-            && let Err(e) = self.try_push(data)
-        {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.try_push(data) {
+            self.error = Some(e);
+        }
+    }
+
+    /// Writes what is pending; a no-op when nothing is.
+    pub fn flush(&mut self) {
+        if self.error.is_some() || self.pending.is_empty() {
+            return;
+        }
+        if let Err(e) = self.try_flush() {
             self.error = Some(e);
         }
     }
@@ -90,47 +125,77 @@ impl StreamWriter {
             }
             let f = self.head.as_mut().expect("head file is open");
             f.write_all(&data[..n])?;
-            self.advance(&data[..n]);
+            self.total += n as u64;
+            self.pending_lines += newlines(&data[..n]);
             data = &data[n..];
-        }
-        while !data.is_empty() {
-            let pos = self.total - l.head;
-            let index = pos / l.seg;
-            if self.seg.as_ref().is_none_or(|(i, _)| *i != index) {
-                let path = self
-                    .dir
-                    .join(format!("{}.seg.{index}.{}", self.name, self.lines));
-                self.seg = Some((index, create(&path)?));
+            if self.total == l.head {
                 self.head = None;
-                let keep = l.keep();
-                while self.oldest + keep <= index {
-                    self.remove_segment(self.oldest);
-                    self.oldest += 1;
-                }
             }
-            let n = data.len().min((l.seg - pos % l.seg) as usize);
-            let (_, f) = self.seg.as_mut().expect("segment file is open");
-            f.write_all(&data[..n])?;
-            self.advance(&data[..n]);
-            data = &data[n..];
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.total += data.len() as u64;
+        // Whole segments that the next flush would remove anyway are
+        // never written (nor copied): only their newlines are counted.
+        let last = (self.total - 1 - l.head) / l.seg;
+        let first_kept = (last + 1).saturating_sub(l.keep());
+        let drop_to = l.head + first_kept * l.seg;
+        if self.pending_start < drop_to {
+            let n = ((drop_to - self.pending_start) as usize).min(self.pending.len());
+            self.pending_lines += newlines(&self.pending[..n]);
+            self.pending.drain(..n);
+            self.pending_start += n as u64;
+            if self.pending.is_empty() && self.pending_start < drop_to {
+                let skip = (drop_to - self.pending_start) as usize;
+                self.pending_lines += newlines(&data[..skip]);
+                self.pending_start += skip as u64;
+                data = &data[skip..];
+            }
+        }
+        self.pending.extend_from_slice(data);
+        if self.pending.len() >= FLUSH_BYTES {
+            self.try_flush()?;
         }
         Ok(())
     }
 
-    fn advance(&mut self, written: &[u8]) {
-        self.total += written.len() as u64;
-        self.lines += memchr_count(written);
-    }
-
-    fn remove_segment(&self, index: u64) {
-        let prefix = format!("{}.seg.{index}.", self.name);
-        if let Ok(rd) = std::fs::read_dir(&self.dir) {
-            for e in rd.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_file(e.path());
+    fn try_flush(&mut self) -> io::Result<()> {
+        let l = self.layout;
+        let mut at = 0usize;
+        while at < self.pending.len() {
+            let pos = self.pending_start - l.head;
+            let index = pos / l.seg;
+            if self.current.as_ref().is_none_or(|(i, _)| *i != index) {
+                let path = self
+                    .dir
+                    .join(format!("{}.seg.{index}.{}", self.name, self.pending_lines));
+                self.current = Some((index, create(&path)?));
+                self.live.push_back((index, path));
+                // The new segment exists before the old ones go, so the
+                // newest stored byte never moves backwards.
+                while self
+                    .live
+                    .front()
+                    .is_some_and(|(i, _)| i + l.keep() <= index)
+                {
+                    let (_, old) = self.live.pop_front().expect("checked");
+                    let _ = std::fs::remove_file(old);
                 }
             }
+            let n = (self.pending.len() - at).min((l.seg - pos % l.seg) as usize);
+            let chunk = &self.pending[at..at + n];
+            let (_, f) = self.current.as_mut().expect("segment file is open");
+            f.write_all(chunk)?;
+            self.pending_lines += newlines(chunk);
+            self.pending_start += n as u64;
+            at += n;
         }
+        self.pending.clear();
+        if self.pending.capacity() > FLUSH_BYTES * 2 {
+            self.pending.shrink_to(FLUSH_BYTES);
+        }
+        Ok(())
     }
 }
 
@@ -143,11 +208,15 @@ fn create(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-fn memchr_count(b: &[u8]) -> u64 {
-    b.iter().filter(|&&c| c == b'\n').count() as u64
+/// Counts newlines in byte-wide lanes (vectorized), 255 bytes at a time.
+fn newlines(b: &[u8]) -> u64 {
+    b.chunks(255)
+        .map(|c| c.iter().fold(0u8, |n, &x| n + u8::from(x == b'\n')) as u64)
+        .sum()
 }
 
-/// A contiguous stored piece of the stream.
+/// A contiguous stored piece of the stream, read through the descriptor
+/// opened when the view was taken.
 #[derive(Debug, Clone)]
 pub struct Piece {
     /// Logical offset of its first byte.
@@ -155,7 +224,7 @@ pub struct Piece {
     pub len: u64,
     /// Newlines in the stream before `start`.
     pub lines_before: u64,
-    path: PathBuf,
+    file: Arc<File>,
 }
 
 /// A snapshot of what is stored of one stream.
@@ -166,44 +235,88 @@ pub struct StreamView {
     pub total: u64,
 }
 
+/// How often a view is taken again when the writer rotated under it.
+const VIEW_TRIES: usize = 100;
+
 impl StreamView {
+    /// A consistent snapshot: every listed file is opened and its size
+    /// taken from the descriptor; a listing the writer changed under us
+    /// (a segment gone before it was opened, a gap) is taken again.
     pub fn open(dir: &Path, name: &str, layout: Layout) -> io::Result<StreamView> {
-        let mut segs: Vec<(u64, u64, PathBuf)> = Vec::new();
+        let mut last = None;
+        for _ in 0..VIEW_TRIES {
+            match Self::try_open(dir, name, layout)? {
+                (view, true) => return Ok(view),
+                (view, false) => last = Some(view),
+            }
+            std::thread::yield_now();
+        }
+        // The writer rotates faster than we list: what we have is still
+        // contiguous and readable, only shorter.
+        Ok(last.expect("at least one try"))
+    }
+
+    /// The view and whether it is complete (nothing vanished or was torn).
+    fn try_open(dir: &Path, name: &str, layout: Layout) -> io::Result<(StreamView, bool)> {
+        let mut listed: Vec<(u64, u64, PathBuf)> = Vec::new();
         let mut head: Option<PathBuf> = None;
         let seg_prefix = format!("{name}.seg.");
+        let head_name = format!("{name}.head");
         for e in std::fs::read_dir(dir)?.flatten() {
             let file = e.file_name().to_string_lossy().into_owned();
-            if file == format!("{name}.head") {
+            if file == head_name {
                 head = Some(e.path());
             } else if let Some(rest) = file.strip_prefix(&seg_prefix)
                 && let Some((i, l)) = rest.split_once('.')
                 && let (Ok(i), Ok(l)) = (i.parse(), l.parse())
             {
-                segs.push((i, l, e.path()));
+                listed.push((i, l, e.path()));
             }
         }
-        segs.sort_by_key(|s| s.0);
+        let mut complete = true;
         let mut pieces = Vec::new();
-        if let Some(h) = head {
-            let len = size_of(&h)?.min(layout.head);
+        if let Some(h) = head
+            && let Some((file, len)) = open_sized(&h, &mut complete)?
+        {
+            if len < layout.head && !listed.is_empty() {
+                complete = false;
+            }
             pieces.push(Piece {
                 start: 0,
-                len,
+                len: len.min(layout.head),
                 lines_before: 0,
-                path: h,
+                file,
             });
         }
-        for (i, lines, path) in segs {
-            let len = size_of(&path)?;
-            pieces.push(Piece {
+        // Newest first: keep the contiguous run of full segments that
+        // ends at the newest one that could still be opened.
+        listed.sort_by_key(|s| std::cmp::Reverse(s.0));
+        let mut tail: Vec<Piece> = Vec::new();
+        for (i, lines, path) in listed {
+            let Some((file, len)) = open_sized(&path, &mut complete)? else {
+                if tail.is_empty() {
+                    continue;
+                }
+                break;
+            };
+            if let Some(newer) = tail.last() {
+                let start = layout.head + i * layout.seg;
+                if start + len != newer.start || len != layout.seg {
+                    complete = false;
+                    break;
+                }
+            }
+            tail.push(Piece {
                 start: layout.head + i * layout.seg,
                 len,
                 lines_before: lines,
-                path,
+                file,
             });
         }
+        tail.reverse();
+        pieces.extend(tail);
         let total = pieces.last().map_or(0, |p| p.start + p.len);
-        Ok(StreamView { pieces, total })
+        Ok((StreamView { pieces, total }, complete))
     }
 
     /// Stored bytes are fewer than the total: something was elided.
@@ -229,7 +342,7 @@ impl StreamView {
                 Some(_) => {}
             }
             let want = ((end - at) as usize).min(max - out.len());
-            read_at(&p.path, at - p.start, want, &mut out)?;
+            read_at(&p.file, at - p.start, want, &mut out)?;
             if out.len() >= max {
                 break;
             }
@@ -252,41 +365,53 @@ impl StreamView {
                 regions.push((p.start, p.lines_before, Vec::new()));
             }
             let (_, _, buf) = regions.last_mut().expect("a region was pushed");
-            read_at(&p.path, 0, p.len as usize, buf)?;
+            read_at(&p.file, 0, p.len as usize, buf)?;
         }
         Ok(regions)
     }
 }
 
-fn size_of(path: &Path) -> io::Result<u64> {
-    std::fs::metadata(path).map(|m| m.len())
+/// Opens a listed file and takes its size; `None` (and an incomplete
+/// snapshot) when the writer removed it since the listing.
+fn open_sized(path: &Path, complete: &mut bool) -> io::Result<Option<(Arc<File>, u64)>> {
+    match File::open(path) {
+        Ok(f) => {
+            let len = f.metadata()?.len();
+            Ok(Some((Arc::new(f), len)))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            *complete = false;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
-/// Appends up to `len` bytes of `path` from `offset` to `out`; a short
-/// file gives what it has.
-fn read_at(path: &Path, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-    let mut f = File::open(path)?;
-    f.seek(SeekFrom::Start(offset))?;
-    f.take(len as u64).read_to_end(out)?;
+/// Appends exactly `len` bytes of `file` from `offset` to `out` (the size
+/// was taken from this descriptor and the bytes never change).
+fn read_at(file: &File, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    let from = out.len();
+    out.resize(from + len, 0);
+    let got = read_full_at(file, &mut out[from..], offset)?;
+    out.truncate(from + got);
     Ok(())
 }
 
-/// Reads a stream, retrying when a segment is removed between listing and
-/// reading (the writer rotated): the next listing no longer has it.
-pub fn with_view<T>(
-    dir: &Path,
-    name: &str,
-    layout: Layout,
-    mut f: impl FnMut(&StreamView) -> io::Result<T>,
-) -> io::Result<T> {
-    let mut tries = 0;
-    loop {
-        let view = StreamView::open(dir, name, layout)?;
-        match f(&view) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 8 => tries += 1,
-            r => return r,
+fn read_full_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<usize> {
+    let mut got = 0;
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                offset += n as u64;
+                buf = &mut buf[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
+    Ok(got)
 }
 
 #[cfg(test)]
@@ -308,6 +433,7 @@ mod tests {
         let mut w = StreamWriter::new(d.path(), "out", l);
         w.push(b"hello\n");
         w.push(b"world\n");
+        w.flush();
         let v = StreamView::open(d.path(), "out", l).unwrap();
         assert_eq!(v.total, 12);
         assert!(!v.truncated());
@@ -326,8 +452,12 @@ mod tests {
             let line = format!("line {i}\n");
             all.extend_from_slice(line.as_bytes());
             w.push(line.as_bytes());
+            if i % 7 == 0 {
+                w.flush();
+            }
             assert!(stored(d.path()) <= 1000, "disk use over the cap");
         }
+        w.flush();
         let v = StreamView::open(d.path(), "out", l).unwrap();
         assert_eq!(v.total, all.len() as u64);
         assert!(v.truncated());
@@ -355,6 +485,7 @@ mod tests {
         let mut w = StreamWriter::new(d.path(), "both", l);
         let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
         w.push(&data);
+        w.flush();
         assert!(stored(d.path()) <= 4096);
         let v = StreamView::open(d.path(), "both", l).unwrap();
         assert_eq!(v.total, 1_000_000);

@@ -344,12 +344,48 @@ fn control_loop(fd: OwnedFd, shared: Arc<Shared>) {
     }
 }
 
-/// Writes the job's output and reports readiness once the command runs.
-struct JobSink {
-    dir: PathBuf,
+/// The job's three output streams, shared by the sink and the flusher.
+struct Streams {
     stdout: StreamWriter,
     stderr: StreamWriter,
     both: StreamWriter,
+    /// The run ended: the flusher stops.
+    done: bool,
+}
+
+impl Streams {
+    fn all(&self) -> [&StreamWriter; 3] {
+        [&self.stdout, &self.stderr, &self.both]
+    }
+
+    fn flush(&mut self) {
+        self.stdout.flush();
+        self.stderr.flush();
+        self.both.flush();
+    }
+}
+
+/// How often the tail gathered in memory is written out while the job
+/// runs: readers see output at most this late.
+const FLUSH_EVERY: Duration = Duration::from_millis(25);
+
+/// Writes the streams' pending tails every `FLUSH_EVERY` until the run ends.
+fn flusher(streams: Arc<(Mutex<Streams>, std::sync::Condvar)>) {
+    let (lock, cv) = &*streams;
+    let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while !s.done {
+        s.flush();
+        s = cv
+            .wait_timeout(s, FLUSH_EVERY)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// Writes the job's output and reports readiness once the command runs.
+struct JobSink {
+    dir: PathBuf,
+    streams: Arc<(Mutex<Streams>, std::sync::Condvar)>,
     ready: Option<File>,
     stdin_read: Option<OwnedFd>,
     shared: Arc<Shared>,
@@ -397,11 +433,12 @@ impl Sink for JobSink {
     }
 
     fn output(&mut self, stream: Stream, data: &[u8]) {
+        let mut s = self.streams.0.lock().unwrap_or_else(|e| e.into_inner());
         match stream {
-            Stream::Stdout => self.stdout.push(data),
-            Stream::Stderr => self.stderr.push(data),
+            Stream::Stdout => s.stdout.push(data),
+            Stream::Stderr => s.stderr.push(data),
         }
-        self.both.push(data);
+        s.both.push(data);
     }
 }
 
@@ -510,11 +547,22 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
         max_output: None,
         verbose: false,
     };
+    let streams = Arc::new((
+        Mutex::new(Streams {
+            stdout: StreamWriter::new(&spec.dir, "stdout", spec.layout),
+            stderr: StreamWriter::new(&spec.dir, "stderr", spec.layout),
+            both: StreamWriter::new(&spec.dir, "both", spec.layout),
+            done: false,
+        }),
+        std::sync::Condvar::new(),
+    ));
+    let flush_thread = {
+        let streams = streams.clone();
+        std::thread::spawn(move || flusher(streams))
+    };
     let mut sink = JobSink {
         dir: spec.dir.clone(),
-        stdout: StreamWriter::new(&spec.dir, "stdout", spec.layout),
-        stderr: StreamWriter::new(&spec.dir, "stderr", spec.layout),
-        both: StreamWriter::new(&spec.dir, "both", spec.layout),
+        streams: streams.clone(),
         ready: Some(ready),
         stdin_read: Some(stdin_read),
         shared: shared.clone(),
@@ -525,6 +573,14 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
         return fail(ready, format!("cannot install signal handlers: {e}"));
     }
     let mut r = engine::execute(&spec.policy, &req, &opts, &mut sink);
+    {
+        let mut s = streams.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.done = true;
+        s.flush();
+        streams.1.notify_all();
+    }
+    let _ = flush_thread.join();
+    let streams = streams.0.lock().unwrap_or_else(|e| e.into_inner());
     shared
         .stdin_holder
         .lock()
@@ -539,7 +595,7 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
         report_failure(Some(ready), &r);
         return 0;
     }
-    for w in [&sink.stdout, &sink.stderr, &sink.both] {
+    for w in streams.all() {
         if let Some(e) = &w.error {
             r.warnings
                 .push(format!("output could not be stored completely: {e}"));
@@ -549,11 +605,9 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
     // The output is in the job's files, not in the result.
     r.stdout.clear();
     r.stderr.clear();
-    r.stdout_bytes = sink.stdout.total();
-    r.stderr_bytes = sink.stderr.total();
-    r.truncated = [&sink.stdout, &sink.stderr, &sink.both]
-        .iter()
-        .any(|w| w.total() > spec.layout.cap);
+    r.stdout_bytes = streams.stdout.total();
+    r.stderr_bytes = streams.stderr.total();
+    r.truncated = streams.all().iter().any(|w| w.total() > spec.layout.cap);
     let killed = shared.killed.load(Ordering::SeqCst);
     let status = match r.status {
         Status::TimedOut => State::TimedOut,

@@ -19,6 +19,12 @@ pub struct JobsPolicy {
     /// `jobs --gc` removes finished jobs, and workspaces left by crashed
     /// runs, older than this.
     pub retain_ms: u64,
+    /// Finished jobs kept at most; the oldest beyond it are removed at
+    /// the next spawn.
+    pub max_retained: u32,
+    /// Bytes the finished jobs' state may take on disk together; the
+    /// oldest beyond it are removed at the next spawn.
+    pub max_retained_bytes: u64,
     /// Where job state lives (default `$XDG_STATE_HOME/agent-rsh/jobs`).
     pub state_dir: Option<PathBuf>,
 }
@@ -30,6 +36,8 @@ impl Default for JobsPolicy {
             max_output_bytes: 8 << 20,
             max_runtime_ms: 3_600_000,
             retain_ms: 86_400_000,
+            max_retained: 100,
+            max_retained_bytes: 256 << 20,
             state_dir: None,
         }
     }

@@ -524,3 +524,131 @@ fn bad_call(v: &Value, needle: &str) {
     assert!(t.contains("Arguments: "), "{t}");
     assert_eq!(r["structuredContent"], json!({ "error": t }), "{v}");
 }
+
+/// Twenty agents, each with its own server over one state directory, read
+/// a job that writes as fast as it can: `output`, `status` and `grep`
+/// 1,000 times each in all, under the smallest cap and the default one,
+/// without a failure and with every byte at its offset.
+#[test]
+fn twenty_concurrent_readers_never_fail_while_a_job_writes_fast() {
+    use crate::jobs::{LINE, bad_output};
+    for (cap, head) in [(Some(1024u64), 512u64), (None, 4u64 << 20)] {
+        let dir = tempfile::tempdir().unwrap();
+        let wsp = dir.path().join("workspaces");
+        std::fs::create_dir(&wsp).unwrap();
+        let policy = dir.path().join("policy.toml");
+        std::fs::write(
+            &policy,
+            format!(
+                "[commands]\nallow = [\"yes\"]\n[limits]\nkill_grace_ms = 500\n[workspace]\nparent = \"{}\"\n[jobs]\n{}\n",
+                wsp.display(),
+                cap.map_or(String::new(), |c| format!("max_output_bytes = {c}"))
+            ),
+        )
+        .unwrap();
+        let server = || {
+            let mut cmd = Command::new(BIN);
+            cmd.arg("mcp")
+                .arg("--policy")
+                .arg(&policy)
+                .env_remove("AGENT_RSH_POLICY")
+                .env("XDG_STATE_HOME", dir.path().join("state"));
+            Client::spawn(cmd)
+        };
+        let call = |c: &mut Client, n: &mut u64, tool: &str, args: Value| -> Value {
+            *n += 1;
+            let v = c.call(
+                json!(*n),
+                "tools/call",
+                json!({"name": tool, "arguments": args}),
+            );
+            v["result"].clone()
+        };
+        let mut first = server();
+        let mut n = 0;
+        let sp = call(
+            &mut first,
+            &mut n,
+            "spawn",
+            json!({"command": "yes abcdefghij"}),
+        );
+        assert_eq!(sp["isError"], false, "{sp}");
+        let job = sp["structuredContent"]["id"].as_str().unwrap().to_string();
+        wait_for("the tail to rotate", || {
+            let st = call(&mut first, &mut n, "status", json!({"id": job}));
+            st["structuredContent"]["stdoutBytes"].as_u64().unwrap() > 2 * head + 4096
+        });
+        let fails = std::sync::Mutex::new(Vec::<String>::new());
+        std::thread::scope(|s| {
+            for t in 0..20 {
+                let (fails, job, server, call) = (&fails, &job, &server, &call);
+                s.spawn(move || {
+                    let fail = |what: String| fails.lock().unwrap().push(what);
+                    let mut c = server();
+                    let mut n = 0;
+                    let mut next = 0u64;
+                    for r in 0..50 {
+                        let from = [0, head, next][r % 3];
+                        let o = call(
+                            &mut c,
+                            &mut n,
+                            "output",
+                            json!({"id": job, "stream": "stdout", "offset": from, "limit": 8192}),
+                        );
+                        let v = &o["structuredContent"];
+                        match (o["isError"] == false).then(|| bad_output(v, from)) {
+                            Some(None) => {
+                                if r % 3 == 2 {
+                                    next = v["nextOffset"].as_u64().unwrap();
+                                }
+                            }
+                            Some(Some(why)) => {
+                                fail(format!("reader {t} round {r}: output: {why}: {v}"))
+                            }
+                            None => fail(format!("reader {t} round {r}: output failed: {o}")),
+                        }
+                        let st = call(&mut c, &mut n, "status", json!({"id": job}));
+                        if st["isError"] != false || st["structuredContent"]["status"] != "running"
+                        {
+                            fail(format!("reader {t} round {r}: status: {st}"));
+                        }
+                        let g = call(
+                            &mut c,
+                            &mut n,
+                            "grep",
+                            json!({"id": job, "pattern": "abcdefghij", "stream": "stdout",
+                                   "offset": from, "maxMatches": 200}),
+                        );
+                        if g["isError"] != false {
+                            fail(format!("reader {t} round {r}: grep failed: {g}"));
+                        }
+                        for m in g["structuredContent"]["matches"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                        {
+                            let off = m["offset"].as_u64().unwrap_or(1);
+                            if m["text"] != "abcdefghij" || off % LINE.len() as u64 != 0 {
+                                fail(format!("reader {t} round {r}: grep: torn match {m}"));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let fails = fails.into_inner().unwrap();
+        eprintln!(
+            "cap {cap:?}: {} failures in 3 x 1000 reads by 20 readers",
+            fails.len()
+        );
+        assert!(
+            fails.is_empty(),
+            "{} failures: {:#?}",
+            fails.len(),
+            &fails[..fails.len().min(10)]
+        );
+        let k = call(&mut first, &mut n, "kill", json!({"id": job}));
+        assert_eq!(k["isError"], false, "{k}");
+        assert_eq!(k["structuredContent"]["status"], "killed", "{k}");
+    }
+}

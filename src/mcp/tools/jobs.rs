@@ -111,8 +111,8 @@ pub fn failure(tool: &str, policy: &Policy, e: &JobError) -> ToolResult {
     } else if e.unknown_job {
         format!(
             "{tool}: {}\nhint: a job id is the `id` that spawn returned (e.g. \"3\"); \
-             finished jobs are removed by `agent-rsh jobs --gc` after jobs.retain_ms ({} ms)",
-            e.error, policy.jobs.retain_ms
+             finished jobs are removed beyond the newest {} (jobs.max_retained) and by `agent-rsh jobs --gc` after jobs.retain_ms ({} ms)",
+            e.error, policy.jobs.max_retained, policy.jobs.retain_ms
         )
     } else {
         format!("{tool} failed: {}", e.error)
