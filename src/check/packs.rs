@@ -205,6 +205,16 @@ mod tests {
             "guard.fs",
             "guard.git",
             "guard.sys",
+            "guard.iac",
+            "guard.data",
+            "guard.transfer",
+            "guard.env",
+            "guard.hpc",
+            "guard.registry",
+            "guard.service",
+            "guard.net",
+            "guard.disk",
+            "guard.workflow",
         ] {
             assert!(b.packs().contains(p), "{p}");
         }

@@ -147,6 +147,12 @@ impl RuleSpec {
         {
             return None;
         }
+        if self
+            .max_positionals
+            .is_some_and(|max| n.positionals().nth(max).is_some())
+        {
+            return None;
+        }
         let excepted = |s: &str| c.except.as_ref().is_some_and(|e| e.is_match(s));
         let mut hit: Option<Hit> = None;
         if !self.subcommand_not_in.is_empty() {
@@ -391,6 +397,16 @@ mod tests {
         );
         assert!(fires(&two, "cp a dst").is_none());
         assert!(fires(&two, "cp a b dst").is_some());
+
+        let none = rule(
+            r#"id = "local.prog.all"
+            commands = ["prog"]
+            max_positionals = 0
+            reason = "r"
+            hint = "h""#,
+        );
+        assert!(fires(&none, "prog -o alice").is_some());
+        assert!(fires(&none, "prog -o alice 42").is_none());
 
         let word = rule(
             r#"id = "local.zip.tt"

@@ -81,6 +81,10 @@ pub struct RuleSpec {
     /// Only when there are at least this many positionals.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_positionals: Option<usize>,
+    /// Only when there are at most this many positionals (`scancel -u
+    /// alice` without a job id: 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_positionals: Option<usize>,
     /// Fires when a positional does not match this regex (required shape).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub positional_not: Option<String>,

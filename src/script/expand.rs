@@ -567,6 +567,35 @@ fn fields_of(segs: Vec<Seg>) -> Vec<Field> {
 
 /// A word to fields: every expansion, splitting and pathname expansion.
 pub fn fields(w: &Word, sh: &mut dyn Shell) -> Result<Vec<String>, ExpandError> {
+    fields_judged(w, sh).map(|(fields, _)| fields)
+}
+
+/// The directory a field names all the entries of (`*`, `./*`, `src/*`,
+/// `/*`): a last component of only active `*` under a directory without
+/// one. Removing what it matches is removing that directory's contents.
+fn emptied_dir(chars: &[(char, bool)]) -> Option<String> {
+    let cut = chars.iter().rposition(|&(c, _)| c == '/');
+    let (dir, last) = match cut {
+        Some(k) => (&chars[..k], &chars[k + 1..]),
+        None => (&[][..], chars),
+    };
+    if last.is_empty() || !last.iter().all(|&t| t == ('*', true)) || glob::has_magic(dir) {
+        return None;
+    }
+    Some(match (cut, dir.is_empty()) {
+        (None, _) => ".".to_string(),
+        (Some(_), true) => "/".to_string(),
+        _ => dir.iter().map(|t| t.0).collect(),
+    })
+}
+
+/// A word to fields, and the fields as the rules judge them: a field that
+/// matches every entry of a directory is judged as the directory, so
+/// `rm -rf ./*` is judged as `rm -rf .` (each entry alone looks harmless).
+pub fn fields_judged(
+    w: &Word,
+    sh: &mut dyn Shell,
+) -> Result<(Vec<String>, Vec<String>), ExpandError> {
     let words = braces(w).map_err(|m| {
         ExpandError::Denied(crate::check::Denial::new(
             "syntax.unsupported",
@@ -574,21 +603,49 @@ pub fn fields(w: &Word, sh: &mut dyn Shell) -> Result<Vec<String>, ExpandError> 
             "write the words out, or generate them with a program such as `seq`",
         ))
     })?;
-    let mut out = Vec::new();
+    let (mut out, mut judged) = (Vec::new(), Vec::new());
     for w in &words {
         let segs = expand_segs(w, Tilde::Word, sh)?;
         for f in fields_of(segs) {
+            let text: String = f.chars.iter().map(|t| t.0).collect();
             if glob::has_magic(&f.chars) {
+                let dir = emptied_dir(&f.chars);
                 let matches = glob::expand(&f.chars, sh.dirs());
+                match dir {
+                    Some(d) => judged.push(d),
+                    None if matches.is_empty() => judged.push(text.clone()),
+                    None => judged.extend(matches.iter().cloned()),
+                }
                 if !matches.is_empty() {
                     out.extend(matches);
                     continue;
                 }
+            } else {
+                judged.push(text.clone());
             }
-            out.push(f.chars.iter().map(|t| t.0).collect());
+            out.push(text);
         }
     }
-    Ok(out)
+    Ok((out, judged))
+}
+
+/// The fields of a word as the rules judge them, known before running:
+/// [`static_fields`], or the directory a glob such as `./*` empties.
+pub fn static_judged_fields(w: &Word) -> Option<Vec<String>> {
+    if let Some(fs) = static_fields(w) {
+        return Some(fs);
+    }
+    let mut chars = Vec::new();
+    for (i, p) in w.parts.iter().enumerate() {
+        match p {
+            // Brace and tilde expansion are left to the run.
+            Part::Lit(t) if t.contains('{') || (i == 0 && t.starts_with('~')) => return None,
+            Part::Lit(t) => chars.extend(t.chars().map(|c| (c, true))),
+            Part::Quoted(t) => chars.extend(t.chars().map(|c| (c, false))),
+            _ => return None,
+        }
+    }
+    emptied_dir(&chars).map(|d| vec![d])
 }
 
 /// A word to one string: no splitting, no pathname expansion (assignment

@@ -962,13 +962,20 @@ impl Interp<'_> {
         let declaration = c.words.first().is_some_and(|w| w.is_bare("export"));
         let mut argv = Vec::new();
         let mut offsets = Vec::new();
+        // The argv as the rules judge it: `./*` as `.` (expand::fields_judged).
+        let mut judged = (Vec::new(), Vec::new());
         for (i, w) in c.words.iter().enumerate() {
             if declaration && i > 0 && is_assignment_word(w) {
                 argv.push(self.string(w, Tilde::Assignment)?);
                 offsets.push(w.offset);
+                judged.0.push(argv[argv.len() - 1].clone());
+                judged.1.push(w.offset);
                 continue;
             }
-            let fs = self.fields(w)?;
+            let (fs, js) = self.expand_result(|sh| expand::fields_judged(w, sh))?;
+            let js = if i == 0 { fs.clone() } else { js };
+            judged.1.extend(std::iter::repeat_n(w.offset, js.len()));
+            judged.0.extend(js);
             offsets.extend(std::iter::repeat_n(w.offset, fs.len()));
             argv.extend(fs);
         }
@@ -1010,6 +1017,8 @@ impl Interp<'_> {
             }
             argv.remove(0);
             offsets.remove(0);
+            judged.0.remove(0);
+            judged.1.remove(0);
             exec = true;
             if verify::BUILTINS.contains(&argv[0].as_str())
                 || verify::refused_builtin(&argv[0]).is_some()
@@ -1061,7 +1070,7 @@ impl Interp<'_> {
             self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": started }));
             return Ok(st);
         }
-        let program = match self.check_program(c, &argv, &offsets)? {
+        let program = match self.check_program(c, &argv, &judged)? {
             Some(p) => p,
             None => {
                 say(&format!("{name}: command not found"));
@@ -1145,7 +1154,7 @@ impl Interp<'_> {
         &mut self,
         c: &SimpleCommand,
         argv: &[String],
-        offsets: &[usize],
+        (judged, offsets): &(Vec<String>, Vec<usize>),
     ) -> R<Option<PathBuf>> {
         let static_check = self.resolved.get(c.id).cloned().flatten();
         // The rules read paths as the command sees them from its
@@ -1153,7 +1162,7 @@ impl Interp<'_> {
         // `$HOME/.git`, or typed out) is judged as the relative path it
         // names, so `rm -rf "$PWD"` is `rm -rf .`. The static check did not
         // know the directory, so such an argv is judged again.
-        let seen = crate::check::as_seen_from(&self.workspace, &self.cwd, argv);
+        let seen = crate::check::as_seen_from(&self.workspace, &self.cwd, judged);
         if let Some(r) = &static_check
             && r.checked
             && matches!(seen, std::borrow::Cow::Borrowed(_))
@@ -1168,6 +1177,9 @@ impl Interp<'_> {
                 .and_then(|i| offsets.get(i).copied())
                 .or(Some(c.offset));
             d.reason = format!("{} (after expansion: `{shown}`)", d.reason);
+            if judged != argv {
+                d.reason = format!("{}; {}", d.reason, verify::GLOB_AS_DIR);
+            }
             d
         };
         if let Some((rule, hint)) = verify::refused_builtin(name) {

@@ -68,6 +68,9 @@ impl Verified {
     }
 }
 
+/// What a refusal adds when a glob was judged as the directory it empties.
+pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as the directory";
+
 /// Builtins agent-rsh's interpreter runs itself.
 pub const BUILTINS: &[&str] = &[
     "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
@@ -467,7 +470,13 @@ impl Verifier<'_> {
         };
         verdict.program = Some(program.clone());
         let Some(argv) = argv else {
-            // The arguments depend on the run: judged after expansion.
+            // The arguments depend on the run: judged after expansion, and
+            // now too when only a glob that empties a directory is unknown.
+            if let Some(d) = self.judge_globbed(words) {
+                deny(&mut verdict, d);
+                self.push(verdict);
+                return;
+            }
             verdict.verdict = "atRunTime";
             self.out.resolved[c.id] = Some(Resolved {
                 program,
@@ -501,6 +510,23 @@ impl Verifier<'_> {
             });
         }
         self.push(verdict);
+    }
+
+    /// The refusal of an argv whose words are known but for globs that
+    /// empty a directory (`rm -rf ./*`), judged as those directories.
+    fn judge_globbed(&mut self, words: &[Word]) -> Option<Denial> {
+        let (mut argv, mut offsets) = (Vec::new(), Vec::new());
+        for w in words {
+            let fs = expand::static_judged_fields(w)?;
+            offsets.extend(std::iter::repeat_n(w.offset, fs.len()));
+            argv.extend(fs);
+        }
+        let policy = self.policy;
+        let mut resolve = |n: &str| self.resolve(n);
+        let mut d = judge::judge(policy, &argv, &mut resolve, false).denial?;
+        d.offset = d.arg_index.and_then(|i| offsets.get(i).copied());
+        d.reason = format!("{} ({})", d.reason, GLOB_AS_DIR);
+        Some(d)
     }
 
     /// What a command does to the static cwd.

@@ -173,11 +173,21 @@ fn lookalikes_and_ordinary_commands_fire_nothing() {
 #[test]
 fn every_builtin_rule_has_a_corpus_case() {
     let c = corpus();
+    // The guard packs by domain have their own table (guard_domains.toml).
+    let domains: toml::Table =
+        toml::from_str(include_str!("../guard_domains.toml")).expect("domains parse");
+    let by_domain: Vec<String> = domains
+        .values()
+        .filter_map(|d| d.get("destructive")?.as_array())
+        .flatten()
+        .filter_map(|case| Some(case.as_array()?.get(2)?.as_str()?.to_string()))
+        .collect();
     let covered: BTreeSet<&str> = c
         .escape
         .iter()
         .chain(&c.destructive)
         .map(|(_, _, r)| r.as_str())
+        .chain(by_domain.iter().map(String::as_str))
         .collect();
     let missing: Vec<&str> = agent_rsh::check::packs::builtin()
         .rules

@@ -13,6 +13,7 @@ mod args_precision;
 mod cgroup;
 mod confine;
 mod container;
+mod guard_domains;
 mod jobs;
 mod kernel_escapes;
 mod kernel_isolation;

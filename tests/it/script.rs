@@ -292,6 +292,77 @@ fn globs_are_matched_by_the_confined_process() {
     assert_eq!(s.ok("echo '*.rs' \\*.rs"), "*.rs *.rs\n");
 }
 
+/// A glob of every entry of a directory (`./*`, `*`, `"$PWD"/*`) is
+/// judged as that directory, before the script runs when the words are
+/// known and after expansion when they are not: each entry alone looks
+/// harmless, together they empty the directory.
+#[test]
+fn a_glob_that_empties_a_directory_is_judged_as_the_directory() {
+    let s = setup("");
+    let populate = || {
+        std::fs::create_dir_all(s.ws.join("src")).unwrap();
+        std::fs::create_dir_all(s.ws.join(".git")).unwrap();
+        for f in ["a.o", "b.o", "main.c", "src/lib.c", "src/x.o", ".git/HEAD"] {
+            std::fs::write(s.ws.join(f), "x").unwrap();
+        }
+    };
+    populate();
+    let before = s.files();
+    let cases: &[(&str, &str)] = &[
+        ("rm -rf ./*", "guard.fs.rm-root"),
+        ("rm -rf *", "guard.fs.rm-root"),
+        ("rm -r -f -- *", "guard.fs.rm-root"),
+        ("cd src && rm -rf ../*", "guard.fs.rm-root"),
+        ("rm -rf .git/*", "guard.fs.rm-git"),
+        // Known only after expansion: judged again before exec.
+        ("d=.; rm -rf $d/*", "guard.fs.rm-root"),
+        ("rm -rf \"$PWD\"/*", "guard.fs.rm-root"),
+        (
+            "for d in src .; do rm -rf \"$d\"/*; done",
+            "guard.fs.rm-root",
+        ),
+    ];
+    for (script, rule) in cases {
+        let (v, code) = s.run(script);
+        assert_eq!(code, 126, "{script}: {v:#}");
+        assert_eq!(v["status"], "denied", "{script}");
+        assert_eq!(v["denial"]["rule"], *rule, "{script}: {v:#}");
+        let reason = v["denial"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("a glob of every entry of a directory is judged as the directory"),
+            "{script}: {reason}"
+        );
+        assert!(
+            v["denial"]["hint"].as_str().is_some_and(|h| !h.is_empty()),
+            "{script}"
+        );
+        assert_eq!(s.files(), before, "{script} removed something");
+        assert!(s.ws.join(".git/HEAD").exists(), "{script}");
+    }
+    // The loop emptied src before it reached `.`: the first word is
+    // judged as `src`, which may be emptied.
+    assert!(!s.ws.join("src/lib.c").exists());
+    populate();
+    // Narrow globs and a subdirectory's contents are fine.
+    s.ok("rm -f ./*.o");
+    assert!(!s.ws.join("a.o").exists() && s.ws.join("main.c").exists());
+    s.ok("rm -rf src/*");
+    assert!(s.ws.join("src").is_dir() && !s.ws.join("src/lib.c").exists());
+    assert!(s.ws.join(".git/HEAD").exists());
+    // `check` refuses it statically, nothing runs.
+    for cmd in ["rm -rf /*", "rm -rf ./*", "rm -rf ../*"] {
+        let out = Command::new(BIN)
+            .args(["check", "--json", "--policy"])
+            .arg(&s.policy)
+            .arg(cmd)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(126), "{cmd}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["denial"]["rule"], "guard.fs.rm-root", "{cmd}: {v:#}");
+    }
+}
+
 #[test]
 fn simple_syntax_keeps_the_strict_contract() {
     let s = setup("syntax = \"simple\"");
