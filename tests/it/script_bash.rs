@@ -54,6 +54,10 @@ struct Gen {
     /// (without it `cd -` fails with a shell message, which differs from
     /// bash's by design).
     oldpwd: bool,
+    /// Inside a stage of a pipeline of several stages: the stages run at
+    /// the same time, so nothing there may write a file (another stage may
+    /// read or write it; which comes first is the scheduler's choice).
+    concurrent: usize,
 }
 
 /// Files commands read and write (`sub` holds the same ones, so a `cd sub`
@@ -158,6 +162,17 @@ impl Gen {
     }
 
     fn redirect(&mut self) -> String {
+        if self.concurrent > 0 {
+            return match self.r.below(7) {
+                0 => "2>/dev/null".into(),
+                1 => "2>&1".into(),
+                2 => format!("< {}", self.r.pick(INPUTS)),
+                3 => format!("<<< {}", self.word()),
+                4 => ">/dev/null".into(),
+                5 => "3>&1 1>&2 2>&3 3>&-".into(),
+                _ => "1>&2".into(),
+            };
+        }
         match self.r.below(18) {
             0 => format!("> {}", self.file()),
             1 => format!(">> {}", self.file()),
@@ -209,7 +224,13 @@ impl Gen {
         if self.r.chance(8) {
             s.push_str(&format!("{}={} ", self.r.pick(VARS), self.word_simple()));
         }
-        let cmd = match self.r.below(29) {
+        let mut pick = self.r.below(29);
+        // Commands that write files, and the loops that do, stay out of
+        // concurrent stages.
+        while self.concurrent > 0 && matches!(pick, 17..=19) {
+            pick = self.r.below(29);
+        }
+        let cmd = match pick {
             0..=3 => format!("echo {}", self.words(3)),
             4 => format!("echo -n {}", self.words(2)),
             5 => format!("printf '%s\\n' {}", self.words(3)),
@@ -301,11 +322,11 @@ impl Gen {
                 self.simple(),
                 self.simple()
             ),
-            6 if self.loops < 2 => {
+            6 if self.loops < 2 && self.concurrent == 0 => {
                 self.loops += 1;
                 "while test ! -f stop; do touch stop; echo looped; done".to_string()
             }
-            7 if self.loops < 2 => {
+            7 if self.loops < 2 && self.concurrent == 0 => {
                 self.loops += 1;
                 format!(
                     "until test -f {f}; do touch {f}; echo {}; done",
@@ -338,12 +359,18 @@ impl Gen {
         if self.r.chance(8) {
             s.push_str("! ");
         }
-        s.push_str(&self.command());
         let extra = match self.r.below(10) {
             0..=6 => 0,
             7..=8 => 1,
             _ => 2,
         };
+        if extra > 0 {
+            self.concurrent += 1;
+        }
+        s.push_str(&self.command());
+        if extra > 0 {
+            self.concurrent -= 1;
+        }
         // Later stages read their input, so no stage races a reader that
         // already left (bash and agent-rsh would both be at the mercy of
         // SIGPIPE timing).
@@ -510,7 +537,7 @@ fn run_bash(script: &str, dir: &Path) -> Outcome {
     let home = agent_home(dir);
     std::fs::create_dir_all(&home).unwrap();
     let out = Command::new("timeout")
-        .args(["10", "bash", "--norc", "--noprofile", "-c", script])
+        .args(["60", "bash", "--norc", "--noprofile", "-c", script])
         .current_dir(dir)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -532,7 +559,7 @@ fn run_agent(script: &str, dir: &Path, policy: &Path) -> Outcome {
         .arg(policy)
         .arg("--workspace")
         .arg(dir)
-        .args(["--timeout", "10000", "--", script])
+        .args(["--timeout", "60000", "--", script])
         .env_clear()
         .env("XDG_STATE_HOME", dir.parent().unwrap().join("state"))
         .env("LC_ALL", "C")
@@ -554,6 +581,7 @@ fn compare(seed: u64, policy: &Path) -> Result<(), String> {
         loops: 0,
         piped: 0,
         oldpwd: false,
+        concurrent: 0,
     };
     let script = g.script();
     // One directory, used by bash and then, reset, by agent-rsh: paths
@@ -656,6 +684,7 @@ fn generated_scripts_are_valid_bash() {
             loops: 0,
             piped: 0,
             oldpwd: false,
+            concurrent: 0,
         };
         let script = g.script();
         let out = Command::new("bash")
@@ -679,6 +708,7 @@ fn generated_scripts_are_valid_bash() {
                 loops: 0,
                 piped: 0,
                 oldpwd: false,
+                concurrent: 0,
             }
             .script()
         })
@@ -777,6 +807,7 @@ fn scripts_parse_as_bash_parses_them() {
             loops: 0,
             piped: 0,
             oldpwd: false,
+            concurrent: 0,
         };
         let script = g.script();
         if let Err(e) = same_structure(&script) {
