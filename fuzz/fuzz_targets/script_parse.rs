@@ -89,7 +89,9 @@ impl Bash {
         let rec = match self.records.recv_timeout(Duration::from_secs(20)) {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
-                panic!("bash still waits for input after {body:?}: the parser accepted an unfinished script")
+                panic!(
+                    "bash still waits for input after {body:?}: the parser accepted an unfinished script"
+                )
             }
             Err(RecvTimeoutError::Disconnected) => {
                 panic!("bash exited on {body:?}: the parser accepted something bash cannot parse")
@@ -113,15 +115,37 @@ fn policy() -> &'static Policy {
     })
 }
 
+/// Variables for the arithmetic evaluator.
+#[derive(Default)]
+struct Vars(std::collections::HashMap<String, String>);
+
+impl script::arith::Vars for Vars {
+    fn get(&mut self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+    fn set(&mut self, name: &str, value: i64) -> Result<(), check::Denial> {
+        self.0.insert(name.to_string(), value.to_string());
+        Ok(())
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {
         return;
     };
+    // The input as an arithmetic expression (`$(( ))`, `(( ))`): a value
+    // or bash's message, never a panic; `x` refers back to the input.
+    let mut vars = Vars::default();
+    vars.0.insert("x".into(), s.to_string());
+    let _ = script::arith::eval(s, &mut vars);
     for max in [8192, s.len() / 2] {
         if let Err(e) = script::parse(s, max) {
             assert!(e.offset <= s.len().max(max), "offset past the end: {e:?}");
             if e.rule != "lex.too-long" {
-                assert!(s.is_char_boundary(e.offset), "offset inside a character: {e:?}");
+                assert!(
+                    s.is_char_boundary(e.offset),
+                    "offset inside a character: {e:?}"
+                );
             }
             assert!(!e.hint.is_empty());
             let _ = e.to_string();

@@ -272,6 +272,20 @@ pub enum Part {
     Param(Box<Param>),
     /// `$(...)` or backquotes.
     Subst(Box<Subst>),
+    /// `$(( expression ))`.
+    Arith(Box<Arith>),
+}
+
+/// `$(( expression ))`: the expression's text, after parameter
+/// expansion, command substitution and quote removal, evaluated as bash
+/// arithmetic.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Arith {
+    pub offset: usize,
+    /// Every part quoted: the text is never split or globbed.
+    pub expr: Word,
+    pub quoted: bool,
 }
 
 /// `$NAME`, `${NAME}`, `${NAME:-word}`, `$?`, ...
@@ -343,6 +357,7 @@ impl Word {
             Part::Quoted(_) => true,
             Part::Param(p) => p.quoted,
             Part::Subst(s) => s.quoted,
+            Part::Arith(a) => a.quoted,
             Part::Lit(_) => false,
         })
     }
@@ -461,6 +476,7 @@ fn each_in_word<'a>(script: &'a Script, w: &'a Word, f: &mut dyn FnMut(&'a Simpl
                 }
             }
             Part::Subst(s) => each_simple(script, &s.body, f),
+            Part::Arith(a) => each_in_word(script, &a.expr, f),
             Part::Lit(_) | Part::Quoted(_) => {}
         }
     }

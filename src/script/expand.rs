@@ -24,6 +24,9 @@ pub enum ExpandError {
     /// bash's fatal expansion errors (unbound variable with `set -u`,
     /// `${x:?}`): the message, then the shell exits.
     Fatal(String),
+    /// An arithmetic error in `$(( ))`: the message, then bash abandons
+    /// the current top-level command (the line) with status 1.
+    Arith(String),
     /// A refusal (a limit): the script stops with it.
     Denied(crate::check::Denial),
     /// A refusal already recorded (in a command substitution's process):
@@ -42,6 +45,40 @@ pub trait Shell {
     /// Runs a command substitution; its standard output.
     fn command_output(&mut self, body: &List) -> Result<String, ExpandError>;
     fn dirs(&mut self) -> &mut dyn glob::Dirs;
+    /// Assigns an arithmetic result (`$(( x = 1 ))`): the name is screened
+    /// as any assignment is.
+    fn set_number(&mut self, name: &str, value: i64) -> Result<(), crate::check::Denial> {
+        self.set_var(name, value.to_string()).map_err(|e| match e {
+            ExpandError::Denied(d) => d,
+            _ => crate::check::Denial::new(
+                "syntax.arithmetic",
+                format!("cannot assign {name}"),
+                "assign another name",
+            ),
+        })
+    }
+}
+
+/// The field separators: `$IFS`, or space, tab and newline when unset.
+pub fn ifs(sh: &dyn Shell) -> String {
+    sh.var("IFS").unwrap_or_else(|| " \t\n".into())
+}
+
+/// Evaluates an arithmetic expression with the shell's variables.
+pub fn arith(text: &str, sh: &mut dyn Shell) -> Result<i64, super::arith::Error> {
+    struct V<'a>(&'a mut dyn Shell);
+    impl super::arith::Vars for V<'_> {
+        fn get(&mut self, name: &str) -> Option<String> {
+            self.0.var(name)
+        }
+        fn set(&mut self, name: &str, value: i64) -> Result<(), crate::check::Denial> {
+            self.0.set_number(name, value)
+        }
+        fn nounset(&self) -> bool {
+            self.0.nounset()
+        }
+    }
+    super::arith::eval(text, &mut V(sh))
 }
 
 #[derive(Debug, Clone)]
@@ -59,10 +96,6 @@ struct Seg {
 struct Field {
     chars: Vec<(char, bool)>,
     quoted: bool,
-}
-
-fn is_ifs(c: char) -> bool {
-    c == ' ' || c == '\t' || c == '\n'
 }
 
 // ---- brace expansion ----
@@ -408,6 +441,21 @@ fn expand_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Result<Vec<Seg>, Ex
                 split: false,
             }),
             Part::Param(p) => param(p, sh, &mut segs)?,
+            Part::Arith(a) => {
+                let text = string(&a.expr, Tilde::None, sh)?;
+                let v = arith(&text, sh).map_err(|e| match e {
+                    super::arith::Error::Eval(m) => ExpandError::Arith(m),
+                    super::arith::Error::Denied(d) => ExpandError::Denied(d),
+                    super::arith::Error::Unbound(n) => {
+                        ExpandError::Fatal(format!("{n}: unbound variable"))
+                    }
+                })?;
+                segs.push(Seg {
+                    text: v.to_string(),
+                    quoted: a.quoted,
+                    split: !a.quoted,
+                });
+            }
             Part::Subst(s) => {
                 let mut out = sh.command_output(&s.body)?;
                 while out.ends_with('\n') {
@@ -534,21 +582,42 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
     Ok(())
 }
 
-fn fields_of(segs: Vec<Seg>) -> Vec<Field> {
+/// Splits the segments into fields on `ifs` as bash does: runs of IFS
+/// white space separate fields and are dropped at the ends; every other
+/// IFS character ends a field (an empty one too), taking the white space
+/// around it with it.
+fn fields_of(segs: Vec<Seg>, ifs: &str) -> Vec<Field> {
+    let white = |c: char| ifs.contains(c) && matches!(c, ' ' | '\t' | '\n');
     let mut fields = Vec::new();
     let mut cur: Option<Field> = None;
+    // A field just ended at white space: a non-white separator right
+    // after belongs to the same break.
+    let mut after_white = false;
     for s in segs {
         if s.split {
             for c in s.text.chars() {
-                if is_ifs(c) {
+                if white(c) {
                     if let Some(f) = cur.take() {
+                        fields.push(f);
+                        after_white = true;
+                    }
+                } else if ifs.contains(c) {
+                    if after_white {
+                        after_white = false;
+                    } else {
+                        let mut f = cur.take().unwrap_or_default();
+                        f.quoted = true;
                         fields.push(f);
                     }
                 } else {
+                    after_white = false;
                     cur.get_or_insert_with(Field::default).chars.push((c, true));
                 }
             }
         } else {
+            if !s.text.is_empty() || s.quoted {
+                after_white = false;
+            }
             let f = cur.get_or_insert_with(Field::default);
             if s.quoted {
                 f.quoted = true;
@@ -562,6 +631,20 @@ fn fields_of(segs: Vec<Seg>) -> Vec<Field> {
     fields
         .into_iter()
         .filter(|f| f.quoted || !f.chars.is_empty())
+        .collect()
+}
+
+/// Splits `text` on `ifs` into fields (the `read` builtin's splitting
+/// with no limit on the count).
+pub fn split_text(text: &str, ifs: &str) -> Vec<String> {
+    let segs = vec![Seg {
+        text: text.to_string(),
+        quoted: false,
+        split: true,
+    }];
+    fields_of(segs, ifs)
+        .into_iter()
+        .map(|f| f.chars.into_iter().map(|t| t.0).collect())
         .collect()
 }
 
@@ -606,7 +689,8 @@ pub fn fields_judged(
     let (mut out, mut judged) = (Vec::new(), Vec::new());
     for w in &words {
         let segs = expand_segs(w, Tilde::Word, sh)?;
-        for f in fields_of(segs) {
+        let ifs = ifs(sh);
+        for f in fields_of(segs, &ifs) {
             let text: String = f.chars.iter().map(|t| t.0).collect();
             if glob::has_magic(&f.chars) {
                 let dir = emptied_dir(&f.chars);
@@ -659,11 +743,17 @@ pub fn string(w: &Word, tilde: Tilde, sh: &mut dyn Shell) -> Result<String, Expa
 
 /// A word as a pattern: quoted characters literal, the rest active.
 pub fn pattern(w: &Word, sh: &mut dyn Shell) -> Result<Pattern, ExpandError> {
+    Ok(Pattern::compile(&pattern_chars(w, sh)?))
+}
+
+/// A word's characters after expansion, each with whether it is active
+/// (unquoted): a pattern's or a regular expression's text.
+pub fn pattern_chars(w: &Word, sh: &mut dyn Shell) -> Result<Vec<(char, bool)>, ExpandError> {
     let mut chars = Vec::new();
     for s in expand_segs(w, Tilde::Word, sh)? {
         chars.extend(s.text.chars().map(|c| (c, !s.quoted)));
     }
-    Ok(Pattern::compile(&chars))
+    Ok(chars)
 }
 
 /// The fields of a word known before running: no parameter, command
@@ -681,7 +771,7 @@ pub fn static_fields(w: &Word) -> Option<Vec<String>> {
                 }
             }
             Part::Quoted(_) => {}
-            Part::Param(_) | Part::Subst(_) => return None,
+            Part::Param(_) | Part::Subst(_) | Part::Arith(_) => return None,
         }
     }
     let words = braces(w).ok()?;

@@ -18,6 +18,9 @@
 //! The interpreter is single-threaded, so forking and continuing in Rust
 //! (subshells, pipeline stages, command substitutions) is safe.
 
+#[path = "builtins.rs"]
+mod builtins;
+
 use super::ast::*;
 use super::expand::{self, ExpandError, Shell, Tilde};
 use super::glob;
@@ -66,6 +69,9 @@ enum Unwind {
     Denied,
     /// A fatal expansion error; the message is printed.
     Fatal,
+    /// An arithmetic error in `$(( ))`: the message is printed; bash
+    /// abandons the top-level command and goes on with the next line.
+    Abort,
 }
 
 type R<T> = Result<T, Unwind>;
@@ -266,6 +272,14 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         },
     );
     vars.remove("OLDPWD");
+    // bash sets IFS itself, whatever the environment holds.
+    vars.insert(
+        "IFS".into(),
+        Var {
+            value: Some(" \t\n".into()),
+            exported: false,
+        },
+    );
     let mut it = Interp {
         script: &script,
         fs: glob::Fs {
@@ -290,7 +304,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         stderr_to_pipe: false,
         forked_at: 0,
     };
-    let r = it.exec_list(&script.body);
+    let r = it.exec_lines(&script.body, &job.script);
     it.finish(r)
 }
 
@@ -368,6 +382,7 @@ impl Interp<'_> {
             Err(Unwind::Exit(c)) => c,
             Err(Unwind::Break(_) | Unwind::Continue(_)) => self.status,
             Err(Unwind::Denied) => 126,
+            Err(Unwind::Abort) => 1,
             Err(Unwind::Fatal) => {
                 if self.child {
                     1
@@ -952,6 +967,10 @@ impl Interp<'_> {
             }
             Err(ExpandError::Denied(d)) => Err(self.deny(d)),
             Err(ExpandError::Stopped) => Err(Unwind::Denied),
+            Err(ExpandError::Arith(msg)) => {
+                say(&msg);
+                Err(Unwind::Abort)
+            }
         }
     }
 
@@ -959,12 +978,24 @@ impl Interp<'_> {
         self.subst_status = None;
         // Words: `export NAME=$x` takes its assignments whole, as bash
         // does for declaration builtins.
-        let declaration = c.words.first().is_some_and(|w| w.is_bare("export"));
+        let declaration = c.words.first().is_some_and(|w| {
+            ["export", "declare", "typeset", "local"]
+                .iter()
+                .any(|d| w.is_bare(d))
+        });
         let mut argv = Vec::new();
         let mut offsets = Vec::new();
         // The argv as the rules judge it: `./*` as `.` (expand::fields_judged).
         let mut judged = (Vec::new(), Vec::new());
-        for (i, w) in c.words.iter().enumerate() {
+        // `[[ ]]` expands its operands itself, as it evaluates them.
+        let cond = c.words.first().is_some_and(|w| w.is_bare("[["));
+        if cond {
+            argv.push("[[".to_string());
+            offsets.push(c.offset);
+            judged.0.push("[[".to_string());
+            judged.1.push(c.offset);
+        }
+        for (i, w) in c.words.iter().enumerate().filter(|_| !cond) {
             if declaration && i > 0 && is_assignment_word(w) {
                 argv.push(self.string(w, Tilde::Assignment)?);
                 offsets.push(w.offset);
@@ -1020,8 +1051,9 @@ impl Interp<'_> {
             judged.0.remove(0);
             judged.1.remove(0);
             exec = true;
-            if verify::BUILTINS.contains(&argv[0].as_str())
-                || verify::refused_builtin(&argv[0]).is_some()
+            if !verify::program_backed(&argv[0])
+                && (verify::BUILTINS.contains(&argv[0].as_str())
+                    || verify::refused_builtin(&argv[0]).is_some())
             {
                 let mut d = Denial::new(
                     "syntax.exec",
@@ -1037,7 +1069,7 @@ impl Interp<'_> {
             }
         }
         let name = argv[0].clone();
-        if verify::BUILTINS.contains(&name.as_str()) {
+        if verify::BUILTINS.contains(&name.as_str()) && !(exec && verify::program_backed(&name)) {
             let started = now_ns();
             // Prefix assignments hold for the builtin only.
             let saved: Vec<(String, Option<Var>)> = assigns
@@ -1312,9 +1344,13 @@ impl Interp<'_> {
                         st = 1;
                         continue;
                     }
-                    if let Err(d) =
-                        verify::screen_name(n, offsets.get(i + 1).copied().unwrap_or(c.offset))
-                    {
+                    let off = offsets.get(i + 1).copied().unwrap_or(c.offset);
+                    let screened = if argv[0] == "unset" {
+                        verify::screen_shell_name(n, off)
+                    } else {
+                        verify::screen_name(n, off)
+                    };
+                    if let Err(d) = screened {
                         return Err(self.deny(d));
                     }
                     if argv[0] == "unset" {
@@ -1373,7 +1409,7 @@ impl Interp<'_> {
                     Unwind::Continue(n)
                 });
             }
-            _ => 0,
+            _ => return self.more_builtin(c, argv, offsets),
         })
     }
 }
@@ -1411,6 +1447,7 @@ impl Shell for Interp<'_> {
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
+        verify::screen_name(name, 0).map_err(ExpandError::Denied)?;
         Interp::set_var(self, name, value);
         Ok(())
     }

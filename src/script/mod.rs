@@ -7,6 +7,7 @@
 //! command whose words come from expansions, right before it is exec'd.
 //! No `/bin/sh` is involved anywhere.
 
+pub mod arith;
 pub mod ast;
 pub mod expand;
 pub mod glob;
@@ -71,8 +72,9 @@ pub fn interpreter_program() -> PathBuf {
 /// than a program's: builtins that change the shell's state (`cd`,
 /// `export`, `exit`, ...) and those agent-rsh refuses (`eval`, ...) go
 /// through the script path even when the string is one simple command;
-/// `pwd`, `true` and `false` run as the programs when the policy allows
-/// them (same output), else as builtins.
+/// `pwd`, `true`, `false`, `echo`, `printf`, `test` and `[` run as the
+/// programs when the policy allows them (the same output for a command
+/// alone), else as builtins.
 pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
     if verify::refused_builtin(name).is_some() || name == "exec" {
         return true;
@@ -80,5 +82,8 @@ pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
     if !verify::BUILTINS.contains(&name) {
         return false;
     }
-    !matches!(name, "pwd" | "true" | "false") || !policy.commands.allow.iter().any(|a| a == name)
+    !matches!(
+        name,
+        "pwd" | "true" | "false" | "echo" | "printf" | "test" | "["
+    ) || !policy.commands.allow.iter().any(|a| a == name)
 }

@@ -624,17 +624,23 @@ impl<'a, 'r> Parser<'a, 'r> {
             ));
         }
         match self.byte(i + 1) {
-            Some(b'(') if self.byte(i + 2) == Some(b'(') => Err(err(
-                "syntax.arithmetic",
-                at,
-                "arithmetic expansion $((...)) is not supported".into(),
-                "compute the value with a program (e.g. `expr`), or write the number",
-            )),
+            Some(b'(') if self.byte(i + 2) == Some(b'(') => {
+                self.pos = i + 3;
+                self.enter(at)?;
+                let expr = self.read_arith_body(at)?;
+                self.leave();
+                parts.push(Part::Arith(Box::new(Arith {
+                    offset: at,
+                    expr,
+                    quoted,
+                })));
+                Ok(())
+            }
             Some(b'[') => Err(err(
                 "syntax.arithmetic",
                 at,
                 "arithmetic expansion $[...] is not supported".into(),
-                "compute the value with a program (e.g. `expr`), or write the number",
+                "write it as $((...))",
             )),
             Some(b'(') => {
                 self.pos = i + 2;
@@ -721,6 +727,166 @@ impl<'a, 'r> Parser<'a, 'r> {
                 Ok(())
             }
         }
+    }
+
+    /// The expression of `$((...))` or `((...))`, from just past the
+    /// opening parentheses through the closing `))`: a word whose parts
+    /// are all quoted (expansions inside are as in double quotes).
+    fn read_arith_body(&mut self, at: usize) -> Result<Word, LexError> {
+        let mut parts = Vec::new();
+        let mut depth = 0usize;
+        while self
+            .byte(self.pos)
+            .is_some_and(|c| matches!(c, b' ' | b'\t'))
+        {
+            self.pos += 1;
+        }
+        let start = self.pos;
+        let mut end = start;
+        loop {
+            let i = self.pos;
+            let Some(c) = self.byte(i) else {
+                return Err(err(
+                    "lex.unterminated",
+                    at,
+                    "arithmetic expression ((... is never closed".into(),
+                    "close it with a matching ))",
+                ));
+            };
+            match c {
+                b'(' => {
+                    depth += 1;
+                    push_quoted(&mut parts, "(");
+                    self.pos += 1;
+                }
+                b')' if depth == 0 => {
+                    if self.byte(i + 1) != Some(b')') {
+                        return Err(err(
+                            SYNTAX,
+                            self.at(i),
+                            "a single `)` ends the arithmetic expression ((...))".into(),
+                            "balance the parentheses and end the expression with ))",
+                        ));
+                    }
+                    self.pos = i + 2;
+                    break;
+                }
+                b')' => {
+                    depth -= 1;
+                    push_quoted(&mut parts, ")");
+                    self.pos += 1;
+                }
+                b'"' => {
+                    self.pos += 1;
+                    self.read_quoted(&mut parts, Quoting::Double, i)?;
+                }
+                b'\\' if self.byte(i + 1) == Some(b'\n') => self.pos += 2,
+                b'$' => self.read_dollar(&mut parts, true)?,
+                b'`' => self.read_backquote(&mut parts, true)?,
+                _ => {
+                    let s = self.char_str(i);
+                    push_quoted(&mut parts, s);
+                    self.pos += s.len();
+                }
+            }
+            if !matches!(c, b' ' | b'\t' | b'\n') {
+                end = self.pos;
+            }
+        }
+        Ok(Word {
+            offset: self.at(start),
+            end: self.at(end),
+            parts,
+        })
+    }
+
+    /// The operand of `=~` inside `[[ ]]`: parentheses and `|` are part of
+    /// the word; blanks end it outside parentheses.
+    fn read_regex_word(&mut self) -> Result<Word, LexError> {
+        self.skip_blanks();
+        let start = self.pos;
+        let mut parts = Vec::new();
+        let mut depth = 0usize;
+        while let Some(c) = self.byte(self.pos) {
+            match c {
+                b' ' | b'\t' | b'\n' if depth == 0 => break,
+                b'&' | b';' | b'<' | b'>' if depth == 0 => break,
+                b'(' => {
+                    depth += 1;
+                    push_lit(&mut parts, "(");
+                    self.pos += 1;
+                }
+                b')' if depth == 0 => break,
+                b')' => {
+                    depth -= 1;
+                    push_lit(&mut parts, ")");
+                    self.pos += 1;
+                }
+                b' ' | b'\t' | b'\n' | b'&' | b';' | b'<' | b'>' | b'|' => {
+                    push_lit(&mut parts, self.char_str(self.pos));
+                    self.pos += 1;
+                }
+                _ => self.read_unquoted_unit(&mut parts, None)?,
+            }
+        }
+        if parts.is_empty() || depth > 0 {
+            return Err(self.unexpected());
+        }
+        Ok(Word {
+            offset: self.at(start),
+            end: self.at(self.pos),
+            parts,
+        })
+    }
+
+    /// `[[ expression ]]`, after the peeked `[[`: a simple command whose
+    /// words are `[[`, the operands and operators (`&&`, `||`, `(`, `)`,
+    /// `<`, `>` as bare words) and `]]`. The interpreter evaluates it from
+    /// the words as written: no splitting, no pathname expansion.
+    fn parse_cond(&mut self, at: usize) -> Result<SimpleCommand, LexError> {
+        let TokKind::Word(first) = self.next()?.kind else {
+            return Err(self.unexpected());
+        };
+        let mut words = vec![first];
+        loop {
+            if words.last().is_some_and(|w| w.is_bare("=~")) && self.peeked.is_none() {
+                let w = self.read_regex_word()?;
+                words.push(w);
+                continue;
+            }
+            let tok = self.peek()?.clone();
+            match tok.kind {
+                TokKind::Word(w) => {
+                    self.next()?;
+                    let done = w.is_bare("]]");
+                    words.push(w);
+                    if done {
+                        break;
+                    }
+                }
+                TokKind::Op(
+                    op @ (Op::AndIf | Op::OrIf | Op::LParen | Op::RParen | Op::Less | Op::Great),
+                ) => {
+                    self.next()?;
+                    words.push(Word {
+                        offset: tok.at,
+                        end: tok.at + op.text().len(),
+                        parts: vec![Part::Lit(op.text().into())],
+                    });
+                }
+                _ => return Err(self.unexpected()),
+            }
+        }
+        let redirects = self.parse_redirects()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        Ok(SimpleCommand {
+            id,
+            offset: at,
+            assignments: Vec::new(),
+            words,
+            redirects,
+        })
     }
 
     /// `${...}` after the opening brace.
@@ -1324,12 +1490,37 @@ impl<'a, 'r> Parser<'a, 'r> {
             TokKind::Op(Op::LParen) => {
                 // The `(` is peeked: `pos` is just past it.
                 if self.byte(self.pos) == Some(b'(') {
-                    return Err(err(
-                        "syntax.arithmetic",
-                        at,
-                        "arithmetic commands ((...)) are not supported".into(),
-                        "use `test` or `[` for comparisons",
-                    ));
+                    // `((expression))`: a simple command `(( EXPR ))`
+                    // run by the arithmetic builtin.
+                    self.next()?;
+                    let open = Word {
+                        offset: at,
+                        end: at + 2,
+                        parts: vec![Part::Lit("((".into())],
+                    };
+                    self.pos += 1;
+                    let expr = self.read_arith_body(at)?;
+                    let close_at = self.pos - 2;
+                    let close = Word {
+                        offset: self.at(close_at),
+                        end: self.at(self.pos),
+                        parts: vec![Part::Lit("))".into())],
+                    };
+                    let redirects = self.parse_redirects()?;
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    let cmd = Command::Simple(SimpleCommand {
+                        id,
+                        offset: at,
+                        assignments: Vec::new(),
+                        words: vec![open, expr, close],
+                        redirects,
+                    });
+                    if matches!(self.peek()?.kind, TokKind::Word(_)) {
+                        return Err(self.unexpected());
+                    }
+                    self.leave();
+                    return Ok(cmd);
                 }
                 self.next()?;
                 let body = self.parse_list()?;
@@ -1386,7 +1577,11 @@ impl<'a, 'r> Parser<'a, 'r> {
                         ));
                     }
                     "[[" => {
-                        return Err(unsupported(at, "`[[ ... ]]`", "use `test` or `[ ... ]`"));
+                        let c = self.parse_cond(at)?;
+                        if matches!(self.peek()?.kind, TokKind::Word(_)) {
+                            return Err(self.unexpected());
+                        }
+                        Command::Simple(c)
                     }
                     "select" | "coproc" => {
                         return Err(unsupported(
@@ -1464,7 +1659,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                     "syntax.arithmetic",
                     at,
                     "arithmetic for loops are not supported".into(),
-                    "loop over a list: `for i in 1 2 3` or `for i in $(seq 1 10)`",
+                    "loop over a list: `for i in 1 2 3` or `for i in {1..10}`, or count with `while (( i < 10 )); do ...; (( i++ )); done`",
                 ));
             }
             _ => {

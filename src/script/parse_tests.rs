@@ -48,6 +48,33 @@ fn lists_and_pipelines() {
 }
 
 #[test]
+fn arithmetic_and_conditionals() {
+    let table: &[(&str, &str)] = &[
+        (
+            "echo $((1+2)) \"$(( x * 2 ))\"",
+            "echo $((1+2)) \"$((x * 2 ))\"",
+        ),
+        ("echo $(( (1+2) * $y ))", "echo $(((1+2) * ${y} ))"),
+        ("(( x++ )) && echo $((x))", "(( x++  )) && echo $((x))"),
+        ("((a = \"1\" + $(echo 2)))", "(( a = 1 + $(echo 2) ))"),
+        ("(())", "((  ))"),
+        ("[[ -f x && $y == *.txt ]]", "[[ -f x && ${y} == *.txt ]]"),
+        (
+            "[[ a < b || ( ! -n \"$z\" ) ]]",
+            "[[ a < b || ( ! -n \"${z}\" ) ]]",
+        ),
+        (
+            "[[ $v =~ ^(a|b)+[0-9]$ ]] && echo y",
+            "[[ ${v} =~ ^(a|b)+[0-9]$ ]] && echo y",
+        ),
+        ("[[ x =~ 'a b'c ]]", "[[ x =~ 'a b'c ]]"),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
 fn words_and_quoting() {
     let table: &[(&str, &str)] = &[
         ("echo 'a b' \"c d\" e\\ f", "echo 'a b' 'c d' e' 'f"),
@@ -170,10 +197,14 @@ fn refusals() {
         ("cat <(ls)", "syntax.process-substitution", 4),
         ("f() { ls; }", "syntax.function", 0),
         ("function f { ls; }", "syntax.function", 0),
-        ("echo $((1+2))", "syntax.arithmetic", 5),
-        ("((x++))", "syntax.arithmetic", 0),
+        ("echo $[1+2]", "syntax.arithmetic", 5),
+        ("echo $((1+2)", "syntax.error", 11),
+        ("echo $((1+2", "lex.unterminated", 5),
+        ("((x++)", "syntax.error", 5),
         ("for ((i=0;i<3;i++)); do :; done", "syntax.arithmetic", 0),
-        ("[[ -f x ]]", "syntax.unsupported", 0),
+        ("[[ -f x", "syntax.error", 7),
+        ("[[ a =~ ]]", "syntax.error", 10),
+        ("[[ a ]] b", "syntax.error", 8),
         ("time ls", "syntax.unsupported", 0),
         ("echo $1", "syntax.unsupported", 5),
         ("echo \"$@\"", "syntax.unsupported", 6),

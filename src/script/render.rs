@@ -63,9 +63,14 @@ pub fn command(s: &Script, c: &Command, out: &mut String) {
                 let _ = write!(out, "{}{}=", a.name, if a.append { "+" } else { "" });
                 word(s, &a.value, out);
             }
-            for w in &sc.words {
+            let arith = sc.words.first().is_some_and(|w| w.is_bare("(("));
+            for (i, w) in sc.words.iter().enumerate() {
                 sep(out);
-                word(s, w, out);
+                if arith && i == 1 && i + 1 < sc.words.len() {
+                    arith_text(s, w, out);
+                } else {
+                    word(s, w, out);
+                }
             }
             for r in &sc.redirects {
                 sep(out);
@@ -205,7 +210,32 @@ pub fn word(s: &Script, w: &Word, out: &mut String) {
             Part::Quoted(t) => sq(t, out),
             Part::Param(p) => param(s, p, out),
             Part::Subst(sub) => subst(s, sub, out),
+            Part::Arith(a) => arith_in(s, a, out, a.quoted),
         }
+    }
+}
+
+/// An arithmetic expression's text: its parts as written.
+fn arith_text(s: &Script, w: &Word, out: &mut String) {
+    for p in &w.parts {
+        match p {
+            Part::Lit(t) | Part::Quoted(t) => out.push_str(t),
+            Part::Param(p) => param_in(s, p, out, false),
+            Part::Subst(sub) => subst_in(s, sub, out, false),
+            Part::Arith(a) => arith_in(s, a, out, false),
+        }
+    }
+}
+
+fn arith_in(s: &Script, a: &Arith, out: &mut String, wrap: bool) {
+    if wrap {
+        out.push('"');
+    }
+    out.push_str("$((");
+    arith_text(s, &a.expr, out);
+    out.push_str("))");
+    if wrap {
+        out.push('"');
     }
 }
 
@@ -224,6 +254,7 @@ fn quoted_word(s: &Script, w: &Word, out: &mut String) {
             }
             Part::Param(p) => param_in(s, p, out, false),
             Part::Subst(sub) => subst_in(s, sub, out, false),
+            Part::Arith(a) => arith_in(s, a, out, false),
         }
     }
     out.push('"');
@@ -308,6 +339,7 @@ fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
                     }
                     Part::Param(p) => param_in(s, p, out, false),
                     Part::Subst(sub) => subst_in(s, sub, out, false),
+                    Part::Arith(a) => arith_in(s, a, out, false),
                 }
             }
         } else {

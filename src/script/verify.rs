@@ -74,8 +74,18 @@ pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as
 /// Builtins agent-rsh's interpreter runs itself.
 pub const BUILTINS: &[&str] = &[
     "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
-    "wait",
+    "wait", "echo", "printf", "test", "[", "[[", "((", "let", "read", "command", "type", "hash",
+    "jobs", "shift", "local", "declare", "typeset",
 ];
+
+/// Builtins that are programs too: `exec NAME` runs the program, as in
+/// bash.
+pub fn program_backed(name: &str) -> bool {
+    matches!(
+        name,
+        "pwd" | "true" | "false" | "echo" | "printf" | "test" | "["
+    )
+}
 
 /// Builtins bash has and agent-rsh refuses: rule and hint.
 pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
@@ -92,16 +102,29 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.alias",
             "write the command out; aliases are not expanded",
         ),
-        "let" | "((" => (
-            "syntax.arithmetic",
-            "compute the value with a program (e.g. `expr`), or write the number",
+        "mapfile" | "readarray" => (
+            "syntax.unsupported",
+            "arrays are not supported: loop over the lines with `while read -r line; do ...; done < FILE`",
         ),
-        "read" | "mapfile" | "readarray" | "local" | "declare" | "typeset" | "readonly"
-        | "shift" | "return" | "trap" | "jobs" | "fg" | "bg" | "disown" | "suspend" | "type"
-        | "command" | "builtin" | "hash" | "help" | "history" | "ulimit" | "umask" | "times"
-        | "getopts" | "shopt" | "enable" | "caller" | "complete" | "compgen" | "compopt"
-        | "dirs" | "pushd" | "popd" | "logout" | "bind" | "fc" | "coproc" | "select"
-        | "function" => (
+        "trap" => (
+            "syntax.unsupported",
+            "`trap` is not supported: run the clean-up commands at the end of the script, e.g. `CMD; st=$?; rm -f TMP; exit $st`",
+        ),
+        "getopts" => (
+            "syntax.unsupported",
+            "`getopts` is not supported: match the options with `case \"$opt\" in -a) ...;; esac`",
+        ),
+        "readonly" => (
+            "syntax.unsupported",
+            "`readonly` is not supported: assign the variable (`NAME=value`) and leave it unchanged",
+        ),
+        "fg" | "bg" | "disown" | "suspend" | "coproc" => (
+            "syntax.background",
+            "there is no job control in a run: start long-running commands with `agent-rsh spawn` (or the MCP `spawn` tool) and read their output later",
+        ),
+        "return" | "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt"
+        | "enable" | "caller" | "complete" | "compgen" | "compopt" | "dirs" | "pushd" | "popd"
+        | "logout" | "bind" | "fc" | "select" | "function" => (
             "syntax.unsupported",
             "this shell builtin is not supported by agent-rsh; write the commands without it",
         ),
@@ -128,6 +151,17 @@ pub fn screen_name(name: &str, offset: usize) -> Result<(), Denial> {
         return Err(d);
     }
     Ok(())
+}
+
+/// Screens a name assigned for the shell alone (an assignment with no
+/// command, or the prefix of a builtin that does not export): `IFS` only
+/// steers agent-rsh's own splitting and is never exported, so it may be
+/// set; every other name is screened as `--env` screens it.
+pub fn screen_shell_name(name: &str, offset: usize) -> Result<(), Denial> {
+    if name == "IFS" {
+        return Ok(());
+    }
+    screen_name(name, offset)
 }
 
 /// Devices a redirection may always write to.
@@ -368,8 +402,24 @@ impl Verifier<'_> {
             };
             verdict.denial = Some(d);
         };
+        // Assignments for the shell alone: none but a builtin's prefix
+        // reaches a program's environment.
+        let shell_only = match c.words.first() {
+            None => true,
+            Some(w) => expand::static_fields(w)
+                .and_then(|f| f.into_iter().next())
+                .is_some_and(|n| {
+                    BUILTINS.contains(&n.as_str())
+                        && !matches!(n.as_str(), "export" | "declare" | "typeset" | "local")
+                }),
+        };
         for a in &c.assignments {
-            if let Err(d) = screen_name(&a.name, a.offset) {
+            let screened = if shell_only {
+                screen_shell_name(&a.name, a.offset)
+            } else {
+                screen_name(&a.name, a.offset)
+            };
+            if let Err(d) = screened {
                 deny(&mut verdict, d);
                 self.push(verdict);
                 return;
@@ -425,7 +475,10 @@ impl Verifier<'_> {
         };
         let name_offset = words[0].offset;
         verdict.argv = argv.clone();
-        if exec && (BUILTINS.contains(&name.as_str()) || refused_builtin(&name).is_some()) {
+        if exec
+            && !program_backed(&name)
+            && (BUILTINS.contains(&name.as_str()) || refused_builtin(&name).is_some())
+        {
             let mut d = Denial::new(
                 "syntax.exec",
                 format!("`exec {name}`: exec runs programs, `{name}` is a shell builtin"),
@@ -437,7 +490,7 @@ impl Verifier<'_> {
             self.push(verdict);
             return;
         }
-        if BUILTINS.contains(&name.as_str()) {
+        if BUILTINS.contains(&name.as_str()) && !(exec && program_backed(&name)) {
             verdict.kind = "builtin";
             if let Err(d) = self.builtin(&name, c, argv.as_deref()) {
                 deny(&mut verdict, d);
@@ -601,7 +654,11 @@ impl Verifier<'_> {
                         continue; // bash reports it and goes on
                     }
                     let off = c.words.get(i).map_or(c.offset, |w| w.offset);
-                    screen_name(n, off)?;
+                    if name == "unset" {
+                        screen_shell_name(n, off)?;
+                    } else {
+                        screen_name(n, off)?;
+                    }
                 }
                 Ok(())
             }

@@ -226,7 +226,8 @@ fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
         ("touch made; find . -exec id \\;", "command.not-allowed", 25),
         ("touch made; LD_PRELOAD=x ls", "env.dangerous", 12),
         ("touch made; if true; then", "syntax.error", 25),
-        ("touch made; echo $((1+1))", "syntax.arithmetic", 17),
+        ("touch made; echo $[1+1]", "syntax.arithmetic", 17),
+        ("touch made; IFS=: ls", "env.dangerous", 12),
     ];
     for (script, rule, offset) in cases {
         let (v, code) = s.run(script);
@@ -390,7 +391,7 @@ fn check_json_returns_the_structure_and_each_verdict() {
     let out = Command::new(BIN)
         .args(["check", "--json", "--policy"])
         .arg(&s.policy)
-        .arg("cat f | id; echo $x")
+        .arg("cat f | id; cat $x")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(126));
@@ -440,4 +441,116 @@ fn the_interpreter_refuses_to_run_from_a_writable_place() {
     assert_eq!(out.status.code(), Some(125));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["error"].as_str().unwrap().contains("can write"), "{v:#}");
+}
+
+#[test]
+fn echo_printf_and_ifs_are_bash_builtins() {
+    let s = setup("");
+    assert_eq!(
+        s.ok("printf '%0.s-' 1 2 3; echo; echo -e 'a\\tb\\x41'; echo -n x; echo -E 'y\\n'"),
+        "---\na\tbA\nxy\\n\n"
+    );
+    assert_eq!(
+        s.ok("printf -v v '%03d|%5.2f|%x' 7 3.14159 255; echo \"$v\"; printf '%s=%s\\n' a 1 b"),
+        "007| 3.14|ff\na=1\nb=\n"
+    );
+    assert_eq!(s.ok("printf '%q\\n' \"$IFS\" 'a b'"), "$' \\t\\n'\na\\ b\n");
+    assert_eq!(
+        s.ok("x='a:b::c'; IFS=:; printf '[%s]' $x; echo; unset IFS; y=' p  q '; printf '[%s]' $y"),
+        "[a][b][][c]\n[p][q]"
+    );
+}
+
+#[test]
+fn test_and_conditionals() {
+    let s = setup("");
+    std::fs::write(s.ws.join("f.txt"), "x").unwrap();
+    std::fs::create_dir(s.ws.join("d")).unwrap();
+    assert_eq!(
+        s.ok("[ -f f.txt ] && [ -d d ] && [ ! -e none ] && test -s f.txt && echo files"),
+        "files\n"
+    );
+    assert_eq!(
+        s.ok("[ 3 -lt 10 -a a = a ] && [ \\( x != y \\) -o -z '' ] && echo ok"),
+        "ok\n"
+    );
+    let (v, code) = s.run("[ abc -eq 1 ]");
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("[: abc: integer expression expected"),
+        "{v}"
+    );
+    assert_eq!(
+        s.ok("x=f.txt; [[ $x == *.txt && -f $x ]] && echo glob; [[ \"$x\" == \"*.txt\" ]] || echo quoted"),
+        "glob\nquoted\n"
+    );
+    assert_eq!(
+        s.ok("[[ v12 =~ ^v([0-9]+)$ ]] && echo \"$BASH_REMATCH\"; [[ ! -d f.txt || -z x ]] && echo or"),
+        "v12\nor\n"
+    );
+}
+
+#[test]
+fn arithmetic() {
+    let s = setup("");
+    assert_eq!(
+        s.ok("n=5; echo $((n * 2 + 1)) $(( 2 ** 10 )) $(( -7 / 2 )) $(( 0x1f + 010 + 2#101 ))"),
+        "11 1024 -3 44\n"
+    );
+    assert_eq!(
+        s.ok("i=0; while (( i < 3 )); do echo $i; (( i++ )); done; let j=i*2; echo $j"),
+        "0\n1\n2\n6\n"
+    );
+    // An arithmetic error abandons its line, as in bash.
+    let (v, code) = s.run("echo $((1/0)); echo same line\necho next $?");
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["stdout"], "next 1\n");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("1/0: division by 0 (error token is \"0\")"),
+        "{v}"
+    );
+}
+
+#[test]
+fn read_command_v_and_type() {
+    let s = setup("");
+    std::fs::write(s.ws.join("in.txt"), "one two three\na:b\nlast").unwrap();
+    assert_eq!(
+        s.ok("while read -r a b; do echo \"[$a][$b]\"; done < in.txt"),
+        "[one][two three]\n[a:b][]\n"
+    );
+    assert_eq!(
+        s.ok("IFS=: read -r x y <<< 'p:q:r'; echo \"$y\"; read -n 2 z <<< abc; echo $z; read q < /dev/null; echo $?"),
+        "q:r\nab\n1\n"
+    );
+    let (v, code) = s.run("command -v cat; command -v echo; command -v python9 || echo none; type -t if; type echo; type -t cat");
+    assert_eq!(code, 0, "{v}");
+    let cat = std::fs::canonicalize("/usr/bin/cat")
+        .or_else(|_| std::fs::canonicalize("/bin/cat"))
+        .unwrap();
+    assert_eq!(
+        v["stdout"].as_str().unwrap(),
+        format!(
+            "{}\necho\nnone\nkeyword\necho is a shell builtin\nfile\n",
+            cat.display()
+        )
+    );
+    // A program the policy refuses is not found.
+    let (v, code) = s.run("command -v id || echo refused-is-missing");
+    assert_eq!(
+        (code, v["stdout"].as_str().unwrap()),
+        (0, "refused-is-missing\n")
+    );
+    let (v, code) = s.run("read -a arr <<< 'a b'");
+    assert_eq!(code, 126, "{v}");
+    assert!(
+        v["denial"]["hint"].as_str().unwrap().contains("read -r"),
+        "{v}"
+    );
 }

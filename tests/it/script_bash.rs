@@ -1,10 +1,13 @@
 //! Differential test of compound commands: generated scripts over the
-//! supported grammar, each run by `bash --norc --noprofile -c` in one
-//! scratch directory and by `agent-rsh run` in an identical one; stdout
-//! (with each directory's path replaced by a placeholder), the exit status
-//! and the resulting files must be equal in every case.
+//! supported grammar and bash's builtins (`echo`, `printf`, `test`, `[[ ]]`,
+//! arithmetic, `read`, `IFS`, `command -v`, `type`, ...), each run by
+//! `bash --norc --noprofile -c` in one scratch directory and by `agent-rsh
+//! run` in an identical one; stdout, stderr (with the shells' own message
+//! prefixes made equal), the exit status and the resulting files must be
+//! equal in every case. No stage of a pipeline of several stages writes a
+//! file: the stages run at the same time, in bash as in agent-rsh.
 //!
-//! SCRIPT_CASES sets the number of scripts (default 10,000), SCRIPT_SEED
+//! SCRIPT_CASES sets the number of scripts (default 4,000), SCRIPT_SEED
 //! the first seed; a failure prints the script and its seed.
 
 use std::collections::BTreeMap;
@@ -54,6 +57,10 @@ struct Gen {
     /// (without it `cd -` fails with a shell message, which differs from
     /// bash's by design).
     oldpwd: bool,
+    /// Inside a stage of a pipeline of several stages: the stages run at
+    /// the same time, so nothing there may write a file (another stage may
+    /// read or write it; which comes first is the scheduler's choice).
+    concurrent: usize,
 }
 
 /// Files commands read and write (`sub` holds the same ones, so a `cd sub`
@@ -158,6 +165,17 @@ impl Gen {
     }
 
     fn redirect(&mut self) -> String {
+        if self.concurrent > 0 {
+            return match self.r.below(7) {
+                0 => "2>/dev/null".into(),
+                1 => "2>&1".into(),
+                2 => format!("< {}", self.r.pick(INPUTS)),
+                3 => format!("<<< {}", self.word()),
+                4 => ">/dev/null".into(),
+                5 => "3>&1 1>&2 2>&3 3>&-".into(),
+                _ => "1>&2".into(),
+            };
+        }
         match self.r.below(18) {
             0 => format!("> {}", self.file()),
             1 => format!(">> {}", self.file()),
@@ -206,10 +224,23 @@ impl Gen {
 
     fn simple(&mut self) -> String {
         let mut s = String::new();
-        if self.r.chance(8) {
+
+        // One in four: a builtin of bash's own.
+        let mut pick = if self.r.chance(25) {
+            28
+        } else {
+            self.r.below(29)
+        };
+        // Commands that write files, and the loops that do, stay out of
+        // concurrent stages.
+        while self.concurrent > 0 && matches!(pick, 17..=19) {
+            pick = self.r.below(29);
+        }
+        // A prefix assignment, but not before a keyword or a list.
+        if pick != 28 && self.r.chance(8) {
             s.push_str(&format!("{}={} ", self.r.pick(VARS), self.word_simple()));
         }
-        let cmd = match self.r.below(29) {
+        let cmd = match pick {
             0..=3 => format!("echo {}", self.words(3)),
             4 => format!("echo -n {}", self.words(2)),
             5 => format!("printf '%s\\n' {}", self.words(3)),
@@ -260,6 +291,7 @@ impl Gen {
             26 => format!("unset {}", self.r.pick(VARS)),
             // Rarely: it ends the script (or its subshell, or its stage).
             27 if self.r.chance(30) => format!("exit {}", self.r.pick(&["0", "1", "3"])),
+            28 => self.builtin(),
             _ => format!("echo {} {}", self.word(), self.word()),
         };
         s.push_str(&cmd);
@@ -268,6 +300,238 @@ impl Gen {
             s.push_str(&self.redirect());
         }
         s
+    }
+
+    /// An arithmetic expression over the variables and numbers.
+    fn arith(&mut self) -> String {
+        let operand = |g: &mut Gen| -> String {
+            match g.r.below(6) {
+                0 => g.r.pick(&["N", "M", "i"]).to_string(),
+                1 => format!("${}", g.r.pick(&["N", "M"])),
+                2 => g.r.pick(&["0x1f", "010", "2#101", "36#z", "0"]).to_string(),
+                _ => (g.r.below(12) as i64 - 2).to_string(),
+            }
+        };
+        let mut e = operand(self);
+        for _ in 0..self.r.below(3) {
+            let op = self.r.pick(&[
+                " + ", "-", " * ", " / ", " % ", " ** ", " << ", ">>", " & ", "|", " ^ ", " < ",
+                " >= ", " == ", " != ", " && ", " || ", ",",
+            ]);
+            e = format!("{e}{op}{}", operand(self));
+        }
+        match self.r.below(10) {
+            0 => format!("({e}) * 2"),
+            1 => format!("!{e}"),
+            2 => format!("{e} ? 1 : -1"),
+            3 => format!("N += {e}"),
+            4 => "M++".to_string(),
+            5 => "--N".to_string(),
+            6 => format!("i = {e}"),
+            _ => e,
+        }
+    }
+
+    /// One of bash's builtins, with arguments bash and agent-rsh must treat
+    /// alike.
+    fn builtin(&mut self) -> String {
+        match self.r.below(16) {
+            0 => self
+                .r
+                .pick(&[
+                    "echo -e 'a\\tb\\x41\\0101\\c zz'",
+                    "echo -n -e 'x\\ny'",
+                    "echo -E 'p\\tq'",
+                    "echo -ne 'r'",
+                    "echo -- -n",
+                    "echo -x y",
+                    "echo -e 'tab\\there \\x4a\\x4B \\101'",
+                ])
+                .to_string(),
+            1 => {
+                let f = self.r.pick(&[
+                    "'%0.s-'",
+                    "'%5.2f|%d|%x\\n'",
+                    "'%b\\n'",
+                    "'%q\\n'",
+                    "'%s=%s\\n'",
+                    "'%-4s|%4s|\\n'",
+                    "'%c%c\\n'",
+                    "'%e %g %G\\n'",
+                    "'%i %u %o %X %#x %+d\\n'",
+                    "'%05.1f %.3s %%\\n'",
+                    "'[%*d]\\n'",
+                    "'%d\\n'",
+                ]);
+                let args = (0..self.r.below(4))
+                    .map(|_| {
+                        self.r
+                            .pick(&[
+                                "1",
+                                "-3",
+                                "255",
+                                "3.14159",
+                                "12345.678",
+                                "0.00001",
+                                "abc",
+                                "'a b'",
+                                "x",
+                                "'\\t\\101'",
+                                "\"$X\"",
+                                "010",
+                                "0x1F",
+                                "''",
+                                "\"'A\"",
+                            ])
+                            .to_string()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if self.r.chance(20) {
+                    format!("printf -v {} {f} {args}; echo \"${0}\"", self.r.pick(VARS))
+                } else {
+                    format!("printf {f} {args}")
+                }
+            }
+            2 => {
+                let t = self.r.pick(&[
+                    "-f a.txt",
+                    "-d sub",
+                    "-e none",
+                    "-s c.log",
+                    "-r a.txt",
+                    "-w a.txt",
+                    "-x a.txt",
+                    "-L a.txt",
+                    "\"$X\" = a",
+                    "3 -lt 10",
+                    "a \\< b",
+                    "! -f none",
+                    "-n \"$Y\" -a -z \"$Z\"",
+                    "\\( -f a.txt \\) -o -d x",
+                    "a.txt -ef ./a.txt",
+                    "abc -eq 1",
+                    "-f",
+                    "a =",
+                    "a b c",
+                    "\"$lst\"",
+                    "1 -ge 1 -a ! 2 -ne 2",
+                    "-z",
+                ]);
+                if self.r.chance(50) {
+                    format!("[ {t} ]")
+                } else {
+                    format!("test {t}")
+                }
+            }
+            3 => format!(
+                "[[ {} ]]",
+                self.r.pick(&[
+                    "-f a.txt && -d sub",
+                    "$X == a*",
+                    "\"$X\" == \"a*\"",
+                    "a.txt == *.txt",
+                    "-z $Y || $Z != x",
+                    "! -e none",
+                    "2 -lt 10",
+                    "b > a",
+                    "( -n x ) && ! -z x",
+                    "$lst",
+                    "$X",
+                    "x$Y == x",
+                    "1+1 -eq 2",
+                    "$X =~ ^[a-z]+$",
+                    "$Z != *.*",
+                ])
+            ),
+            4 => format!(
+                "[[ {} =~ {} ]] && echo \"$BASH_REMATCH\"",
+                self.word_simple(),
+                self.r
+                    .pick(&["^a", "[0-9]+", "b|x", "^(a|f)o*", "\\.", "'a b'", "o$"])
+            ),
+            5 => format!("echo $(( {} ))", self.arith()),
+            6 => format!("(( {} )) && echo yes", self.arith()),
+            7 => format!(
+                "N={}; M=$((N * {})); echo $N $M",
+                self.r.below(9),
+                self.r.below(5)
+            ),
+            8 => format!(
+                "let {} N+=1; echo $N",
+                self.r.pick(&["'M = 2 * 3'", "i++", "M=N"])
+            ),
+            9 => self
+                .r
+                .pick(&[
+                    "read -r A B <<< 'x y z'; echo \"[$A][$B]\"",
+                    "echo 'a:b:c' | { IFS=: read -r p q; echo \"$q\"; }",
+                    "while read -r L; do echo \"<$L>\"; done < a.txt",
+                    "read X < c.log; echo \"$X\"",
+                    "read -n 3 X <<< abcdef; echo $X",
+                    "read -d : X <<< 'ab:cd'; echo $X",
+                    "read X < /dev/null; echo $? \"[$X]\"",
+                    "printf 'a\\nb' | while read -r L; do echo $L; done",
+                    "read <<< '  sp  '; echo \"[$REPLY]\"",
+                    "IFS=, read -r A B <<< 'x,y,z'; echo $A+$B",
+                    "read A <<< 'back\\ slash\\'; echo \"$A\"",
+                    "read -r A <<< 'back\\ slash'; echo \"$A\"",
+                    "cat b.txt | while IFS=: read -r k v; do echo \"$v-$k\"; done",
+                ])
+                .to_string(),
+            10 => self
+                .r
+                .pick(&[
+                    "IFS=:; X='a:b::c'; printf '[%s]' $X; echo",
+                    "printf '%q\\n' \"$IFS\"",
+                    "IFS=; printf '[%s]' $lst; echo",
+                    "IFS=' :'; X=' : a :b '; printf '[%s]' $X; echo",
+                    "unset IFS; X=' p  q '; printf '[%s]' $X; echo",
+                    "IFS=o; printf '[%s]' $(echo foo boo); echo",
+                ])
+                .to_string(),
+            11 => self
+                .r
+                .pick(&[
+                    "command -v cat",
+                    "command -v echo",
+                    "command -v none || echo missing",
+                    "command -V cd",
+                    "type echo",
+                    "type -t cat",
+                    "type -t if",
+                    "type -P cat",
+                    "type none",
+                    "hash cat",
+                    "hash none",
+                    "type -t [[",
+                    "command -v grep sort",
+                ])
+                .to_string(),
+            12 => self
+                .r
+                .pick(&[
+                    "shift",
+                    "jobs",
+                    "local x=1",
+                    "declare X=5; echo $X",
+                    "declare -x Y=1; echo $Y",
+                    "shift 0",
+                ])
+                .to_string(),
+            13 => format!(
+                "echo $(( {} ))",
+                self.r.pick(&["1/0", "2 + ", "X", "N / (M - M)", "1 ? 2"])
+            ),
+            14 => format!(
+                "(( {} )); echo $?",
+                self.r.pick(&["1/0", "0", "N", "X + 1", "a b"])
+            ),
+            _ => format!(
+                "for i in 1 2 3; do (( i % 2 )) && continue; echo $((i * {})); done",
+                self.r.below(4)
+            ),
+        }
     }
 
     fn command(&mut self) -> String {
@@ -301,11 +565,11 @@ impl Gen {
                 self.simple(),
                 self.simple()
             ),
-            6 if self.loops < 2 => {
+            6 if self.loops < 2 && self.concurrent == 0 => {
                 self.loops += 1;
                 "while test ! -f stop; do touch stop; echo looped; done".to_string()
             }
-            7 if self.loops < 2 => {
+            7 if self.loops < 2 && self.concurrent == 0 => {
                 self.loops += 1;
                 format!(
                     "until test -f {f}; do touch {f}; echo {}; done",
@@ -338,12 +602,18 @@ impl Gen {
         if self.r.chance(8) {
             s.push_str("! ");
         }
-        s.push_str(&self.command());
         let extra = match self.r.below(10) {
             0..=6 => 0,
             7..=8 => 1,
             _ => 2,
         };
+        if extra > 0 {
+            self.concurrent += 1;
+        }
+        s.push_str(&self.command());
+        if extra > 0 {
+            self.concurrent -= 1;
+        }
         // Later stages read their input, so no stage races a reader that
         // already left (bash and agent-rsh would both be at the mercy of
         // SIGPIPE timing).
@@ -371,7 +641,9 @@ impl Gen {
             5 => format!("uniq {}", self.r.pick(&["", "-c"])),
             6 => format!("grep {}", self.r.pick(&["a", "-v x", "-c line", "^b"])),
             7 => format!("tail -n {}", self.r.below(3) + 1),
-            8 => format!("{{ cat; echo {}; }}", self.word()),
+            // A plain word: a later stage writes nothing to stderr, where
+            // it would race the first stage's messages.
+            8 => format!("{{ cat; echo {}; }}", self.plain_word()),
             9 => "( sort; echo end )".to_string(),
             _ => {
                 self.piped += 1;
@@ -461,6 +733,8 @@ fn normal(text: &str, _dir: &Path) -> String {
                 Some(i) => format!("<SH>: {}", &rest[i + 2..]),
                 None => line.to_string(),
             }
+        } else if let Some(rest) = line.strip_prefix("bash: ") {
+            format!("<SH>: {rest}")
         } else if let Some(rest) = line.strip_prefix("agent-rsh: ") {
             format!("<SH>: {rest}")
         } else {
@@ -510,7 +784,7 @@ fn run_bash(script: &str, dir: &Path) -> Outcome {
     let home = agent_home(dir);
     std::fs::create_dir_all(&home).unwrap();
     let out = Command::new("timeout")
-        .args(["10", "bash", "--norc", "--noprofile", "-c", script])
+        .args(["60", "bash", "--norc", "--noprofile", "-c", script])
         .current_dir(dir)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -522,7 +796,7 @@ fn run_bash(script: &str, dir: &Path) -> Outcome {
         stdout: normal(&String::from_utf8_lossy(&out.stdout), dir),
         status: out.status.code().unwrap_or(-1),
         files: tree(dir),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        stderr: normal(&String::from_utf8_lossy(&out.stderr), dir),
     }
 }
 
@@ -532,7 +806,7 @@ fn run_agent(script: &str, dir: &Path, policy: &Path) -> Outcome {
         .arg(policy)
         .arg("--workspace")
         .arg(dir)
-        .args(["--timeout", "10000", "--", script])
+        .args(["--timeout", "60000", "--", script])
         .env_clear()
         .env("XDG_STATE_HOME", dir.parent().unwrap().join("state"))
         .env("LC_ALL", "C")
@@ -542,8 +816,21 @@ fn run_agent(script: &str, dir: &Path, policy: &Path) -> Outcome {
         stdout: normal(&String::from_utf8_lossy(&out.stdout), dir),
         status: out.status.code().unwrap_or(-1),
         files: tree(dir),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        // agent-rsh's own notice about the kept workspace is not the
+        // script's.
+        stderr: normal(&without_notice(&String::from_utf8_lossy(&out.stderr)), dir),
     }
+}
+
+/// Stderr without agent-rsh's notice that the workspace was kept (which
+/// may follow a last line the script left open).
+fn without_notice(text: &str) -> String {
+    let mut t = text.to_string();
+    if let Some(i) = t.find("agent-rsh: workspace kept at ") {
+        let end = t[i..].find('\n').map_or(t.len(), |j| i + j + 1);
+        t.replace_range(i..end, "");
+    }
+    t
 }
 
 fn compare(seed: u64, policy: &Path) -> Result<(), String> {
@@ -554,6 +841,7 @@ fn compare(seed: u64, policy: &Path) -> Result<(), String> {
         loops: 0,
         piped: 0,
         oldpwd: false,
+        concurrent: 0,
     };
     let script = g.script();
     // One directory, used by bash and then, reset, by agent-rsh: paths
@@ -568,7 +856,11 @@ fn compare(seed: u64, policy: &Path) -> Result<(), String> {
     std::fs::create_dir(&ws).unwrap();
     setup(&ws);
     let got = run_agent(&script, &ws, policy);
-    if want.stdout != got.stdout || want.status != got.status || want.files != got.files {
+    if want.stdout != got.stdout
+        || want.stderr != got.stderr
+        || want.status != got.status
+        || want.files != got.files
+    {
         let mut diff = String::new();
         for (k, v) in want.files.iter() {
             if got.files.get(k) != Some(v) {
@@ -607,7 +899,7 @@ fn generated_scripts_match_bash() {
     let cases: usize = std::env::var("SCRIPT_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(4_000);
     let first: u64 = std::env::var("SCRIPT_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -656,6 +948,7 @@ fn generated_scripts_are_valid_bash() {
             loops: 0,
             piped: 0,
             oldpwd: false,
+            concurrent: 0,
         };
         let script = g.script();
         let out = Command::new("bash")
@@ -679,6 +972,7 @@ fn generated_scripts_are_valid_bash() {
                 loops: 0,
                 piped: 0,
                 oldpwd: false,
+                concurrent: 0,
             }
             .script()
         })
@@ -777,6 +1071,7 @@ fn scripts_parse_as_bash_parses_them() {
             loops: 0,
             piped: 0,
             oldpwd: false,
+            concurrent: 0,
         };
         let script = g.script();
         if let Err(e) = same_structure(&script) {
