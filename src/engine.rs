@@ -230,6 +230,7 @@ pub fn execute(
     if let Some(job) = &job {
         let reported = job.collect();
         r.commands = Some(reported.commands);
+        r.refusals = reported.refusals;
         r.warnings.extend(reported.warnings);
         if let Some(d) = reported.denial {
             // A command whose words came from expansions was refused:

@@ -65,6 +65,8 @@ pub struct Inputs<'a> {
     pub exec: &'a [PathBuf],
     pub network_allowed: bool,
     pub tty: bool,
+    /// agent-rsh's binary, executed as the mount view's shells.
+    pub shell: Option<&'a Path>,
 }
 
 fn exec_rights() -> BitFlags<AccessFs> {
@@ -138,6 +140,11 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
     }
     for p in &inp.allowed.programs {
         rules.push((p.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+    }
+    if let Some(sh) = inp.shell
+        && *sh != program
+    {
+        rules.push((sh.to_path_buf(), AccessFs::Execute | AccessFs::ReadFile, X));
     }
     // The allowed programs' directories may be listed, names only: their
     // other files stay unreadable (so the loader cannot map them), but a
@@ -634,6 +641,7 @@ mod tests {
             exec: &[],
             network_allowed: false,
             tty: false,
+            shell: None,
         };
         assert!(build(&inputs(Some((m.dev(), m.ino()))), abi).is_ok());
         assert!(build(&inputs(None), abi).is_ok());

@@ -595,6 +595,14 @@ impl Confinement {
         };
         let mut landlock = None;
         let allowed = landlock::allowed_programs(policy);
+        // Compound syntax: the shells of the mount view are agent-rsh's
+        // interpreter (nested shells: make's, npm's, git's, Python's).
+        // Not from a place the run could write (as the interpreter itself).
+        let shell_binary = (!off && policy.syntax == crate::policy::Syntax::Compound)
+            .then(crate::plan::agent_rsh_binary)
+            .filter(|b| {
+                !b.starts_with(workspace) && !policy.scopes.write.iter().any(|w| b.starts_with(w))
+            });
         if off {
             landlock_report.reason = Some("confinement = \"off\"".into());
         } else if kernel.landlock_abi == 0 {
@@ -617,6 +625,7 @@ impl Confinement {
                 exec: &policy.scopes.exec,
                 network_allowed,
                 tty,
+                shell: shell_binary.as_deref(),
             };
             let built = landlock::build(&inputs, kernel.landlock_abi)?;
             landlock = Some(built.fd);
@@ -699,6 +708,10 @@ impl Confinement {
                 workspace_id,
                 workspace_bytes: (fresh && bytes > 0).then_some(bytes),
                 tty,
+                shell: match &shell_binary {
+                    Some(b) => Some((b.as_path(), shell_job(policy, workspace)?)),
+                    None => None,
+                },
             };
             let rule = landlock.as_ref().map(|fd| {
                 (
@@ -1250,6 +1263,15 @@ fn family_names(v: seccomp::Variant) -> Vec<&'static str> {
 
 pub fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The job of the run's nested shells: its policy and workspace.
+fn shell_job(policy: &Policy, workspace: &Path) -> Result<Vec<u8>, ConfineError> {
+    let job = crate::plan::ShellJob {
+        policy: policy.clone(),
+        workspace: workspace.to_path_buf(),
+    };
+    serde_json::to_vec(&job).map_err(|e| ConfineError::ShellJob { why: e.to_string() })
 }
 
 #[cfg(test)]
