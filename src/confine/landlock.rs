@@ -88,6 +88,9 @@ pub fn workspace_access(abi: u32) -> u64 {
     write_rights().bits() & handled_fs(abi)
 }
 
+/// Landlock EXECUTE (a fresh workspace's rule under `commands.workspace`).
+pub const EXECUTE: u64 = 1;
+
 /// Rights the child adds for /proc/self: READ_FILE | READ_DIR.
 pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
 

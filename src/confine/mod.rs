@@ -595,6 +595,12 @@ impl Confinement {
         };
         let mut landlock = None;
         let allowed = landlock::allowed_programs(policy);
+        // commands.workspace: the project's own programs execute, so the
+        // workspace is an exec scope too.
+        let mut exec_scopes = policy.scopes.exec.clone();
+        if policy.commands.workspace && !off {
+            exec_scopes.push(workspace.to_path_buf());
+        }
         // Compound syntax: the shells of the mount view are agent-rsh's
         // interpreter (nested shells: make's, npm's, git's, Python's).
         // Not from a place the run could write (as the interpreter itself).
@@ -622,7 +628,7 @@ impl Confinement {
                 workspace_id,
                 read: &policy.scopes.read,
                 write: &policy.scopes.write,
-                exec: &policy.scopes.exec,
+                exec: &exec_scopes,
                 network_allowed,
                 tty,
                 shell: shell_binary.as_deref(),
@@ -702,7 +708,7 @@ impl Confinement {
                 read: &policy.scopes.read,
                 search_path: &policy.commands.search_path,
                 programs,
-                exec: &policy.scopes.exec,
+                exec: &exec_scopes,
                 write: &policy.scopes.write,
                 workspace,
                 workspace_id,
@@ -714,9 +720,14 @@ impl Confinement {
                 },
             };
             let rule = landlock.as_ref().map(|fd| {
+                let exec = if policy.commands.workspace {
+                    landlock::EXECUTE
+                } else {
+                    0
+                };
                 (
                     fd.as_raw_fd(),
-                    landlock::workspace_access(kernel.landlock_abi),
+                    landlock::workspace_access(kernel.landlock_abi) | exec,
                 )
             });
             Some(view::View::prepare(&inputs, rule)?)

@@ -142,6 +142,8 @@ enum Step {
     WorkspaceTmpfs {
         dest: CString,
         options: CString,
+        /// An exec scope covers the workspace: mounted without noexec.
+        exec: bool,
     },
     Proc(CString),
     /// A file written on the tmpfs (which then becomes read-only), with a
@@ -469,6 +471,7 @@ impl View {
                     steps.push(Step::Dir(staged(&dest)?));
                     let bytes = inp.workspace_bytes.unwrap_or(0);
                     steps.push(Step::WorkspaceTmpfs {
+                        exec: covered_by_exec(&dest),
                         dest: staged(&dest)?,
                         options: CString::new(format!("size={bytes},mode=0700,nr_inodes=0"))
                             .expect("no NUL"),
@@ -737,12 +740,17 @@ impl View {
                             }
                         }
                     }
-                    Step::WorkspaceTmpfs { dest, options } => {
+                    Step::WorkspaceTmpfs {
+                        dest,
+                        options,
+                        exec,
+                    } => {
+                        let noexec = if *exec { 0 } else { libc::MS_NOEXEC };
                         check(libc::mount(
                             c"tmpfs".as_ptr(),
                             dest.as_ptr(),
                             c"tmpfs".as_ptr(),
-                            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                            libc::MS_NOSUID | libc::MS_NODEV | noexec,
                             options.as_ptr().cast(),
                         ) as libc::c_long)?;
                         if let Some((ruleset, access)) = self.landlock {

@@ -492,6 +492,11 @@ impl Interp<'_> {
         Unwind::Denied
     }
 
+    /// `env.dangerous` at run time.
+    fn screen(&mut self, name: &str, offset: usize) -> R<()> {
+        verify::screen_name(&self.policy, name, offset).map_err(|d| self.deny(d))
+    }
+
     /// Prints and reports a refusal inside a script file.
     fn refuse_in(&mut self, name: &str, text: &str, d: &Denial) {
         let line = scripts::line_of(text, d.offset);
@@ -769,11 +774,11 @@ impl Interp<'_> {
                 Ok(st)
             }),
             Command::For {
+                offset,
                 name,
                 words,
                 body,
                 redirects,
-                ..
             } => self.with_redirects(redirects, |me| {
                 let mut items = Vec::new();
                 for w in words.iter().flatten() {
@@ -783,6 +788,7 @@ impl Interp<'_> {
                 me.loop_depth += 1;
                 let r = (|| {
                     for item in items {
+                        me.screen(name, *offset)?;
                         me.set_var(name, item);
                         match me.exec_list(body) {
                             Ok(s) => last = s,
@@ -1133,6 +1139,9 @@ impl Interp<'_> {
         }
         let mut assigns = Vec::with_capacity(c.assignments.len());
         for a in &c.assignments {
+            // The static check screened the command string's; a script
+            // file's are screened here.
+            self.screen(&a.name, a.offset)?;
             let mut v = self.string(&a.value, Tilde::Assignment)?;
             if a.append {
                 v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
@@ -1260,8 +1269,14 @@ impl Interp<'_> {
                 return Ok(st);
             }
         }
-        let program = match self.check_program(c, &argv, &offsets)? {
-            Some(p) => exec_path.unwrap_or(p),
+        // A program `script_call` judged already (by the name of the
+        // allowed program it is) runs by the path as written.
+        let checked = match exec_path {
+            Some(p) => Some(p),
+            None => self.check_program(c, &argv, &offsets)?,
+        };
+        let program = match checked {
+            Some(p) => p,
             None => {
                 say(&format!("{name}: command not found"));
                 if exec {
@@ -1392,8 +1407,14 @@ impl Interp<'_> {
             Some(r) => r.program,
             None => match self.resolve(name) {
                 Ok(p) => p,
-                Err(d) if d.kind == DenialKind::NotFound => return Ok(None),
-                Err(d) => return Err(self.deny(locate(d))),
+                Err(d) if d.kind == DenialKind::NotFound => match self.workspace_program(name) {
+                    Some(p) => p,
+                    None => return Ok(None),
+                },
+                Err(d) => match self.workspace_program(name) {
+                    Some(p) => p,
+                    None => return Err(self.deny(locate(d))),
+                },
             },
         };
         let j = {
@@ -1453,7 +1474,22 @@ impl Interp<'_> {
             .unwrap_or(0);
         let kind = scripts::classify(&head[..n]);
         if kind == Shebang::Binary {
-            return Ok(None);
+            // A link to an allowed program (a virtualenv's `python`): judged
+            // as that program, run by the path as written.
+            return Ok(match self.interpreter_name(name) {
+                Some(allowed) if !self.inside_workspace(&path) => {
+                    let mut judged = argv.to_vec();
+                    judged[0] = allowed;
+                    let offsets = vec![c.offset; argv.len()];
+                    self.check_program(c, &judged, &offsets)?;
+                    Some(Call::Program {
+                        argv: argv.to_vec(),
+                        offsets,
+                        exec: Some(path),
+                    })
+                }
+                _ => None,
+            });
         }
         if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 == 0 {
             say(&format!("{name}: Permission denied"));
@@ -1501,6 +1537,37 @@ impl Interp<'_> {
             }
             Shebang::Binary => Ok(None),
         }
+    }
+
+    /// Whether a file's real path lies in the workspace.
+    fn inside_workspace(&self, path: &Path) -> bool {
+        std::fs::canonicalize(path).is_ok_and(|p| p.starts_with(&self.workspace))
+    }
+
+    /// The project's own program, under `commands.workspace`: a path to a
+    /// file in the workspace, or a name found in a directory of PATH that
+    /// lies in the workspace (`node_modules/.bin`, `.venv/bin`), in PATH
+    /// order. The kernel lets it execute (the grant makes the workspace
+    /// executable) under the run's confinement.
+    fn workspace_program(&self, name: &str) -> Option<PathBuf> {
+        if !self.policy.commands.workspace {
+            return None;
+        }
+        let candidates: Vec<PathBuf> = if name.contains('/') {
+            vec![self.cwd.join(name)]
+        } else {
+            let path = self.var("PATH").unwrap_or_default();
+            path.split(':')
+                .filter(|d| !d.is_empty())
+                .map(|d| self.cwd.join(d))
+                .filter(|d| self.inside_workspace(d))
+                .map(|d| d.join(name))
+                .collect()
+        };
+        candidates.into_iter().find_map(|p| {
+            let real = std::fs::canonicalize(&p).ok()?;
+            (real.starts_with(&self.workspace) && real.is_file()).then_some(real)
+        })
     }
 
     /// `sh ARGS`: the new shell's script and parameters, or bash's error.
@@ -1848,9 +1915,11 @@ impl Interp<'_> {
                         st = 1;
                         continue;
                     }
-                    if let Err(d) =
-                        verify::screen_name(n, offsets.get(i + 1).copied().unwrap_or(c.offset))
-                    {
+                    if let Err(d) = verify::screen_name(
+                        &self.policy,
+                        n,
+                        offsets.get(i + 1).copied().unwrap_or(c.offset),
+                    ) {
                         return Err(self.deny(d));
                     }
                     if argv[0] == "unset" {
@@ -1947,6 +2016,7 @@ impl Shell for Interp<'_> {
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
+        verify::screen_name(&self.policy, name, 0).map_err(ExpandError::Denied)?;
         Interp::set_var(self, name, value);
         Ok(())
     }

@@ -73,7 +73,12 @@ pub fn interpreter_program() -> PathBuf {
 /// `pwd`, `true` and `false` run as the programs when the policy allows
 /// them (same output), else as builtins.
 pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
-    if verify::refused_builtin(name).is_some() || name == "exec" || verify::runs_script(name) {
+    let own_program = policy.commands.workspace && !policy.commands.allow.iter().any(|a| a == name);
+    if verify::refused_builtin(name).is_some()
+        || name == "exec"
+        || verify::runs_script(name)
+        || own_program
+    {
         return true;
     }
     if !verify::BUILTINS.contains(&name) {

@@ -114,8 +114,14 @@ pub struct Context<'a> {
     pub workspace: Option<&'a Path>,
 }
 
-/// Screens a variable name as `--env` does.
-pub fn screen_name(name: &str, offset: usize) -> Result<(), Denial> {
+/// Screens a variable name as `--env` does. Under `commands.workspace`
+/// PATH may be set (a virtualenv's `activate`, npm's `node_modules/.bin`):
+/// names still resolve through the policy's search path and the PATH
+/// directories inside the workspace only.
+pub fn screen_name(policy: &Policy, name: &str, offset: usize) -> Result<(), Denial> {
+    if name == "PATH" && policy.commands.workspace {
+        return Ok(());
+    }
     if let Some(why) = check::env::dangerous(name) {
         let mut d = Denial::new(
             "env.dangerous",
@@ -200,7 +206,7 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
     let mut cmds = Vec::new();
     each_simple(script, &script.body, &mut |c| cmds.push(c));
     for_each_param_assignment(script, &mut |name, offset| {
-        if let Err(d) = screen_name(name, offset) {
+        if let Err(d) = screen_name(policy, name, offset) {
             v.out.stages.push(StageVerdict {
                 id: usize::MAX,
                 offset,
@@ -367,7 +373,7 @@ impl Verifier<'_> {
             verdict.denial = Some(d);
         };
         for a in &c.assignments {
-            if let Err(d) = screen_name(&a.name, a.offset) {
+            if let Err(d) = screen_name(self.policy, &a.name, a.offset) {
                 deny(&mut verdict, d);
                 self.push(verdict);
                 return;
@@ -467,6 +473,13 @@ impl Verifier<'_> {
         }
         let program = match self.resolve(&name) {
             Ok(p) => p,
+            // `commands.workspace`: a name the policy does not list may be
+            // the project's own program, found on PATH when it runs.
+            Err(d) if self.policy.commands.workspace && d.rule == "command.not-allowed" => {
+                verdict.verdict = "atRunTime";
+                self.push(verdict);
+                return;
+            }
             Err(mut d) => {
                 d.offset = Some(name_offset);
                 deny(&mut verdict, d);
@@ -584,7 +597,7 @@ impl Verifier<'_> {
                         continue; // bash reports it and goes on
                     }
                     let off = c.words.get(i).map_or(c.offset, |w| w.offset);
-                    screen_name(n, off)?;
+                    screen_name(self.policy, n, off)?;
                 }
                 Ok(())
             }
