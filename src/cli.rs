@@ -195,6 +195,9 @@ pub fn main() -> ExitCode {
     {
         return exit_code(crate::script::interp::main(&args));
     }
+    if let Some(st) = crate::script::interp::nested_main(&args) {
+        return exit_code(st);
+    }
     if let Some(inv) = crate::shell::detect(&args) {
         if args.len() == 1
             && inv == Ok(crate::shell::Invocation::Session { login: false })

@@ -97,28 +97,6 @@ pub fn execute(
         Ok(c) => c,
         Err(d) => return RunResult::denied(command, d),
     };
-    // A compound command: the job for agent-rsh's interpreter.
-    let job = match &plan.script {
-        Some(sp) => {
-            if let Err(e) = interpreter_out_of_reach(policy, &plan.program, ws.root()) {
-                return RunResult::failed(command, e.to_string());
-            }
-            match ScriptJob::create(policy, sp, ws.root()) {
-                Ok(j) => {
-                    plan.pass_fd = Some(j.raw_fd());
-                    plan.argv.push(j.raw_fd().to_string());
-                    Some(j)
-                }
-                Err(e) => {
-                    return RunResult::failed(
-                        command,
-                        format!("cannot hand the script to the interpreter: {e}"),
-                    );
-                }
-            }
-        }
-        None => None,
-    };
     // A persistent workspace (often a repository) keeps HOME, TMPDIR and
     // the caches out of it: they live in its state directory, which the
     // run may write as it writes a scopes.write path.
@@ -144,6 +122,30 @@ pub fn execute(
             &with_state
         }
         None => policy,
+    };
+    // A compound command: the job for agent-rsh's interpreter, with the
+    // policy the kernel enforces: a redirection may write where the run
+    // may (HOME and TMPDIR in the state directory).
+    let job = match &plan.script {
+        Some(sp) => {
+            if let Err(e) = interpreter_out_of_reach(policy, &plan.program, ws.root()) {
+                return RunResult::failed(command, e.to_string());
+            }
+            match ScriptJob::create(confine_policy, sp, ws.root()) {
+                Ok(j) => {
+                    plan.pass_fd = Some(j.raw_fd());
+                    plan.argv.push(j.raw_fd().to_string());
+                    Some(j)
+                }
+                Err(e) => {
+                    return RunResult::failed(
+                        command,
+                        format!("cannot hand the script to the interpreter: {e}"),
+                    );
+                }
+            }
+        }
+        None => None,
     };
     let mut confinement = match Confinement::prepare(
         confine_policy,
@@ -231,6 +233,7 @@ pub fn execute(
     if let Some(job) = &job {
         let reported = job.collect();
         r.commands = Some(reported.commands);
+        r.refusals = reported.refusals;
         r.warnings.extend(reported.warnings);
         if let Some(d) = reported.denial {
             // A command whose words came from expansions was refused:

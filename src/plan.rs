@@ -23,6 +23,28 @@ pub enum StdinMode {
     Fd(std::os::fd::RawFd),
 }
 
+/// Where a run's mount view holds the job of its nested shells, on the
+/// view's read-only root: nothing the run does to its environment or
+/// descriptors changes what a nested shell checks.
+pub const SHELL_JOB: &str = "/.agent-rsh/job.json";
+
+/// What a nested shell in a run's mount view reads from `SHELL_JOB`: the
+/// run's policy and workspace.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ShellJob {
+    pub policy: crate::policy::Policy,
+    pub workspace: PathBuf,
+}
+
+/// agent-rsh's own binary, canonical: the program a compound command's
+/// run executes (`agent-rsh __script FD`), and the shells of a run's
+/// mount view.
+pub fn agent_rsh_binary() -> PathBuf {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+}
+
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The command as the caller gave it, for reports.

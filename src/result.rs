@@ -67,6 +67,28 @@ pub struct RunResult {
     /// A compound command: every simple command it executed, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<Vec<CommandRecord>>,
+    /// Commands refused inside script files the run executed (`./x.sh`,
+    /// `sh -c`, `source`): each failed with 126 and its script went on.
+    /// Deduplicated by file, line and rule; at most `MAX_REFUSALS`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<ScriptRefusal>,
+}
+
+/// Refusals listed in a RunResult at most.
+pub const MAX_REFUSALS: usize = 100;
+
+/// A command refused inside a script file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptRefusal {
+    /// The script as it was named (`./run.sh`), or `$0` of `sh -c`.
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    pub rule: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// One simple command a compound command executed.
@@ -179,6 +201,7 @@ impl RunResult {
             error: None,
             workspace: None,
             commands: None,
+            refusals: Vec::new(),
         }
     }
 

@@ -175,6 +175,16 @@ impl Judge<'_, '_> {
             }
             return;
         }
+        // A shell a wrapper starts (`find -exec sh -c`, `xargs bash -c`)
+        // is agent-rsh's interpreter in the run's mount view, which checks
+        // every command of its script when it runs; without the view the
+        // kernel lets it execute only when the policy allows that shell.
+        if wrapper.is_some()
+            && self.policy.syntax == crate::policy::Syntax::Compound
+            && crate::script::scripts::is_shell(texts[0])
+        {
+            return;
+        }
         if let Some(by) = wrapper
             && let Err(mut d) = (self.resolve)(texts[0])
         {

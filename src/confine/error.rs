@@ -70,4 +70,8 @@ pub enum ConfineError {
         .writable.display()
     )]
     InterpreterWritable { program: PathBuf, writable: PathBuf },
+
+    /// The job a nested shell reads could not be written.
+    #[error("cannot prepare the run's nested shells: {why}")]
+    ShellJob { why: String },
 }

@@ -65,6 +65,8 @@ pub struct Inputs<'a> {
     pub exec: &'a [PathBuf],
     pub network_allowed: bool,
     pub tty: bool,
+    /// agent-rsh's binary, executed as the mount view's shells.
+    pub shell: Option<&'a Path>,
 }
 
 fn exec_rights() -> BitFlags<AccessFs> {
@@ -85,6 +87,9 @@ fn write_rights() -> BitFlags<AccessFs> {
 pub fn workspace_access(abi: u32) -> u64 {
     write_rights().bits() & handled_fs(abi)
 }
+
+/// Landlock EXECUTE (a fresh workspace's rule under `commands.workspace`).
+pub const EXECUTE: u64 = 1;
 
 /// Rights the child adds for /proc/self: READ_FILE | READ_DIR.
 pub const PROC_SELF_ACCESS: u64 = (1 << 2) | (1 << 3);
@@ -138,6 +143,11 @@ pub fn build(inp: &Inputs, abi: u32) -> Result<Built, ConfineError> {
     }
     for p in &inp.allowed.programs {
         rules.push((p.clone(), AccessFs::Execute | AccessFs::ReadFile, X));
+    }
+    if let Some(sh) = inp.shell
+        && *sh != program
+    {
+        rules.push((sh.to_path_buf(), AccessFs::Execute | AccessFs::ReadFile, X));
     }
     // The allowed programs' directories may be listed, names only: their
     // other files stay unreadable (so the loader cannot map them), but a
@@ -634,6 +644,7 @@ mod tests {
             exec: &[],
             network_allowed: false,
             tty: false,
+            shell: None,
         };
         assert!(build(&inputs(Some((m.dev(), m.ino()))), abi).is_ok());
         assert!(build(&inputs(None), abi).is_ok());

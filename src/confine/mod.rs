@@ -595,6 +595,20 @@ impl Confinement {
         };
         let mut landlock = None;
         let allowed = landlock::allowed_programs(policy);
+        // commands.workspace: the project's own programs execute, so the
+        // workspace is an exec scope too.
+        let mut exec_scopes = policy.scopes.exec.clone();
+        if policy.commands.workspace && !off {
+            exec_scopes.push(workspace.to_path_buf());
+        }
+        // Compound syntax: the shells of the mount view are agent-rsh's
+        // interpreter (nested shells: make's, npm's, git's, Python's).
+        // Not from a place the run could write (as the interpreter itself).
+        let shell_binary = (!off && policy.syntax == crate::policy::Syntax::Compound)
+            .then(crate::plan::agent_rsh_binary)
+            .filter(|b| {
+                !b.starts_with(workspace) && !policy.scopes.write.iter().any(|w| b.starts_with(w))
+            });
         if off {
             landlock_report.reason = Some("confinement = \"off\"".into());
         } else if kernel.landlock_abi == 0 {
@@ -614,9 +628,10 @@ impl Confinement {
                 workspace_id,
                 read: &policy.scopes.read,
                 write: &policy.scopes.write,
-                exec: &policy.scopes.exec,
+                exec: &exec_scopes,
                 network_allowed,
                 tty,
+                shell: shell_binary.as_deref(),
             };
             let built = landlock::build(&inputs, kernel.landlock_abi)?;
             landlock = Some(built.fd);
@@ -693,17 +708,26 @@ impl Confinement {
                 read: &policy.scopes.read,
                 search_path: &policy.commands.search_path,
                 programs,
-                exec: &policy.scopes.exec,
+                exec: &exec_scopes,
                 write: &policy.scopes.write,
                 workspace,
                 workspace_id,
                 workspace_bytes: (fresh && bytes > 0).then_some(bytes),
                 tty,
+                shell: match &shell_binary {
+                    Some(b) => Some((b.as_path(), shell_job(policy, workspace)?)),
+                    None => None,
+                },
             };
             let rule = landlock.as_ref().map(|fd| {
+                let exec = if policy.commands.workspace {
+                    landlock::EXECUTE
+                } else {
+                    0
+                };
                 (
                     fd.as_raw_fd(),
-                    landlock::workspace_access(kernel.landlock_abi),
+                    landlock::workspace_access(kernel.landlock_abi) | exec,
                 )
             });
             Some(view::View::prepare(&inputs, rule)?)
@@ -1250,6 +1274,15 @@ fn family_names(v: seccomp::Variant) -> Vec<&'static str> {
 
 pub fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The job of the run's nested shells: its policy and workspace.
+fn shell_job(policy: &Policy, workspace: &Path) -> Result<Vec<u8>, ConfineError> {
+    let job = crate::plan::ShellJob {
+        policy: policy.clone(),
+        workspace: workspace.to_path_buf(),
+    };
+    serde_json::to_vec(&job).map_err(|e| ConfineError::ShellJob { why: e.to_string() })
 }
 
 #[cfg(test)]

@@ -142,9 +142,32 @@ enum Step {
     WorkspaceTmpfs {
         dest: CString,
         options: CString,
+        /// An exec scope covers the workspace: mounted without noexec.
+        exec: bool,
     },
     Proc(CString),
+    /// A file written on the tmpfs (which then becomes read-only), with a
+    /// read-only Landlock rule added in the guardian.
+    Data {
+        dest: CString,
+        data: Vec<u8>,
+    },
 }
+
+/// The paths of the shells that run agent-rsh's interpreter in a view.
+pub const SHELL_PATHS: &[&str] = &[
+    "/bin/sh",
+    "/usr/bin/sh",
+    "/bin/bash",
+    "/usr/bin/bash",
+    "/bin/dash",
+    "/usr/bin/dash",
+];
+
+use crate::plan::SHELL_JOB;
+
+/// Landlock READ_FILE.
+const READ_FILE: u64 = 1 << 2;
 
 /// A directory's device and inode.
 type DirId = (u64, u64);
@@ -164,6 +187,8 @@ pub struct View {
     staging: CString,
     /// What the report says.
     pub workspace_tmpfs: Option<u64>,
+    /// The shells run agent-rsh's interpreter.
+    pub shells: bool,
 }
 
 /// What the view is built from.
@@ -183,6 +208,9 @@ pub struct Inputs<'a> {
     /// `Some(bytes)`: the workspace is fresh and becomes a tmpfs this size.
     pub workspace_bytes: Option<u64>,
     pub tty: bool,
+    /// Nested shells: agent-rsh's binary, bound over every shell of
+    /// `SHELL_PATHS`, and the job it reads from `SHELL_JOB`.
+    pub shell: Option<(&'a Path, Vec<u8>)>,
 }
 
 #[derive(Default)]
@@ -324,6 +352,11 @@ impl View {
         for p in inp.exec {
             plan.expose(p, Kind::Read, 0);
         }
+        if inp.shell.is_some() {
+            for p in SHELL_PATHS {
+                plan.expose(Path::new(p), Kind::Read, 0);
+            }
+        }
         let covered_by_exec = |p: &Path| inp.exec.iter().any(|e| p.starts_with(e));
         for p in inp.write {
             let k = if covered_by_exec(p) {
@@ -438,6 +471,7 @@ impl View {
                     steps.push(Step::Dir(staged(&dest)?));
                     let bytes = inp.workspace_bytes.unwrap_or(0);
                     steps.push(Step::WorkspaceTmpfs {
+                        exec: covered_by_exec(&dest),
                         dest: staged(&dest)?,
                         options: CString::new(format!("size={bytes},mode=0700,nr_inodes=0"))
                             .expect("no NUL"),
@@ -468,6 +502,38 @@ impl View {
             mounted.push(dest);
         }
         debug_assert!(workspace_done);
+        // Nested shells, unless the root itself is a bind (nothing could
+        // be written on it without writing to the host's).
+        let mut shells = false;
+        if let Some((binary, job)) = &inp.shell
+            && !mounted.iter().any(|m| m == Path::new("/"))
+        {
+            let mut done: Vec<PathBuf> = Vec::new();
+            for p in SHELL_PATHS {
+                let Ok(real) = std::fs::canonicalize(p) else {
+                    continue;
+                };
+                if done.contains(&real) || !mounted.iter().any(|m| real.starts_with(m)) {
+                    continue;
+                }
+                steps.push(Step::Bind {
+                    index: sources.len(),
+                    dest: staged(&real)?,
+                });
+                sources.push((cstr(binary)?, Kind::Read.attr(), None));
+                retries.push(retry_for(binary).map_err(|_| nul(binary))?);
+                done.push(real);
+            }
+            let job_path = Path::new(SHELL_JOB);
+            if let Some(dir) = job_path.parent() {
+                steps.push(Step::Dir(staged(dir)?));
+            }
+            steps.push(Step::Data {
+                dest: staged(job_path)?,
+                data: job.clone(),
+            });
+            shells = !done.is_empty();
+        }
         if !proc_done {
             steps.push(Step::Dir(staged(Path::new("/proc"))?));
             steps.push(Step::Proc(staged(Path::new("/proc"))?));
@@ -493,6 +559,7 @@ impl View {
             landlock: ruleset,
             staging: CString::new(STAGING).expect("no NUL"),
             workspace_tmpfs: inp.workspace_bytes,
+            shells,
         })
     }
 
@@ -673,12 +740,17 @@ impl View {
                             }
                         }
                     }
-                    Step::WorkspaceTmpfs { dest, options } => {
+                    Step::WorkspaceTmpfs {
+                        dest,
+                        options,
+                        exec,
+                    } => {
+                        let noexec = if *exec { 0 } else { libc::MS_NOEXEC };
                         check(libc::mount(
                             c"tmpfs".as_ptr(),
                             dest.as_ptr(),
                             c"tmpfs".as_ptr(),
-                            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                            libc::MS_NOSUID | libc::MS_NODEV | noexec,
                             options.as_ptr().cast(),
                         ) as libc::c_long)?;
                         if let Some((ruleset, access)) = self.landlock {
@@ -687,6 +759,32 @@ impl View {
                                 libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                             ) as libc::c_long)? as i32;
                             let r = super::sys::landlock_add_path_rule(ruleset, fd, access);
+                            libc::close(fd);
+                            r?;
+                        }
+                    }
+                    Step::Data { dest, data } => {
+                        let fd = check(libc::open(
+                            dest.as_ptr(),
+                            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                            0o444,
+                        ) as libc::c_long)? as i32;
+                        let mut at = 0;
+                        while at < data.len() {
+                            let n = libc::write(fd, data[at..].as_ptr().cast(), data.len() - at);
+                            if n <= 0 {
+                                let e = super::errno();
+                                libc::close(fd);
+                                return Err(e);
+                            }
+                            at += n as usize;
+                        }
+                        libc::close(fd);
+                        if let Some((ruleset, _)) = self.landlock {
+                            let fd =
+                                check(libc::open(dest.as_ptr(), libc::O_PATH | libc::O_CLOEXEC)
+                                    as libc::c_long)? as i32;
+                            let r = super::sys::landlock_add_path_rule(ruleset, fd, READ_FILE);
                             libc::close(fd);
                             r?;
                         }
@@ -752,6 +850,7 @@ mod tests {
             workspace_id: None,
             workspace_bytes: None,
             tty: false,
+            shell: None,
         };
         let v = View::prepare(&inp, None).unwrap();
         let n = names(&v);
@@ -782,6 +881,7 @@ mod tests {
             workspace_id: None,
             workspace_bytes: Some(1 << 20),
             tty: false,
+            shell: None,
         };
         let v = View::prepare(&inp, None).unwrap();
         let n = names(&v);

@@ -139,6 +139,12 @@ pub struct Commands {
     /// Directories searched, in order, for allowed bare names. The caller's
     /// PATH is never used.
     pub search_path: Vec<PathBuf>,
+    /// The project's own programs run: a path to a file in the workspace
+    /// (`./a.out`, `target/debug/app`), or a name found in a directory of
+    /// the shell's PATH that lies in the workspace (`node_modules/.bin`,
+    /// `.venv/bin`). The workspace becomes executable for the kernel; every
+    /// other confinement holds (scopes, network, no setuid, the deadline).
+    pub workspace: bool,
 }
 
 impl Default for Commands {
@@ -149,6 +155,7 @@ impl Default for Commands {
                 .iter()
                 .map(PathBuf::from)
                 .collect(),
+            workspace: false,
         }
     }
 }
@@ -401,7 +408,7 @@ impl Default for Scopes {
 impl Default for Policy {
     fn default() -> Self {
         Policy {
-            max_command_bytes: 8192,
+            max_command_bytes: 1 << 20,
             syntax: Syntax::default(),
             trust: Trust::default(),
             confinement: ConfinementMode::default(),

@@ -113,7 +113,7 @@ impl Interp<'_> {
     }
 
     fn assign_screened(&mut self, name: &str, value: String, offset: usize) -> R<()> {
-        if let Err(d) = verify::screen_name(name, offset) {
+        if let Err(d) = verify::screen_name(&self.policy, name, offset) {
             return Err(self.deny(d));
         }
         self.set_var(name, value);
@@ -687,7 +687,7 @@ impl Interp<'_> {
                 st = 1;
                 continue;
             }
-            if let Err(d) = verify::screen_name(n, off) {
+            if let Err(d) = verify::screen_name(&self.policy, n, off) {
                 return Err(self.deny(d));
             }
             let var = self.vars.entry(n.to_string()).or_insert(Var {

@@ -42,6 +42,8 @@ pub trait Shell {
     fn last_status(&self) -> i32;
     fn pid(&self) -> u32;
     fn nounset(&self) -> bool;
+    /// `$0` then the positional parameters.
+    fn positional(&self) -> &[String];
     /// Runs a command substitution; its standard output.
     fn command_output(&mut self, body: &List) -> Result<String, ExpandError>;
     fn dirs(&mut self) -> &mut dyn glob::Dirs;
@@ -87,6 +89,9 @@ struct Seg {
     quoted: bool,
     /// From an unquoted expansion: split on IFS and globbed.
     split: bool,
+    /// Ends the field before it, even an empty one (between the
+    /// positional parameters of `$@`).
+    brk: bool,
 }
 
 /// One field being built: characters with whether they are active for
@@ -395,12 +400,14 @@ fn tilde_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Vec<Option<Vec<Seg>>
                             text: std::mem::take(&mut lit),
                             quoted: false,
                             split: false,
+                            brk: false,
                         });
                     }
                     segs.push(Seg {
                         text: home.clone(),
                         quoted: true,
                         split: false,
+                        brk: false,
                     });
                     changed = true;
                     continue;
@@ -414,6 +421,7 @@ fn tilde_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Vec<Option<Vec<Seg>>
                     text: lit,
                     quoted: false,
                     split: false,
+                    brk: false,
                 });
             }
             out[i] = Some(segs);
@@ -433,12 +441,14 @@ fn expand_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Result<Vec<Seg>, Ex
                     text: t.clone(),
                     quoted: false,
                     split: false,
+                    brk: false,
                 }),
             },
             Part::Quoted(t) => segs.push(Seg {
                 text: t.clone(),
                 quoted: true,
                 split: false,
+                brk: false,
             }),
             Part::Param(p) => param(p, sh, &mut segs)?,
             Part::Arith(a) => {
@@ -454,6 +464,7 @@ fn expand_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Result<Vec<Seg>, Ex
                     text: v.to_string(),
                     quoted: a.quoted,
                     split: !a.quoted,
+                    brk: false,
                 });
             }
             Part::Subst(s) => {
@@ -465,6 +476,7 @@ fn expand_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Result<Vec<Seg>, Ex
                     text: out,
                     quoted: s.quoted,
                     split: !s.quoted,
+                    brk: false,
                 });
             }
         }
@@ -476,12 +488,45 @@ fn special(name: &str, sh: &dyn Shell) -> Option<String> {
     match name {
         "?" => Some(sh.last_status().to_string()),
         "$" => Some(sh.pid().to_string()),
-        "#" => Some("0".into()),
+        "#" => Some((sh.positional().len().saturating_sub(1)).to_string()),
+        "*" => Some(sh.positional().get(1..).unwrap_or_default().join(" ")),
+        n if n.bytes().all(|b| b.is_ascii_digit()) => {
+            let i: usize = n.parse().ok()?;
+            sh.positional().get(i).cloned()
+        }
         _ => None,
     }
 }
 
+/// `$@`, and `$*` outside double quotes: each positional parameter is a
+/// field of its own (quoted `"$@"`: whole; else split further).
+fn each_param(p: &Param, sh: &dyn Shell, segs: &mut Vec<Seg>) -> bool {
+    let all = p.name == "@" || (p.name == "*" && !p.quoted);
+    if !all || p.op != ParamOp::Plain {
+        return false;
+    }
+    let params = sh.positional();
+    for (i, v) in params.iter().skip(1).enumerate() {
+        segs.push(Seg {
+            text: String::new(),
+            quoted: false,
+            split: false,
+            brk: i > 0,
+        });
+        segs.push(Seg {
+            text: v.clone(),
+            quoted: p.quoted,
+            split: !p.quoted,
+            brk: false,
+        });
+    }
+    true
+}
+
 fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), ExpandError> {
+    if each_param(p, sh, segs) {
+        return Ok(());
+    }
     let value = special(&p.name, sh).or_else(|| sh.var(&p.name));
     let unbound = || ExpandError::Fatal(format!("{}: unbound variable", p.name));
     let plain = |text: String, segs: &mut Vec<Seg>| {
@@ -489,6 +534,7 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
             text,
             quoted: p.quoted,
             split: !p.quoted,
+            brk: false,
         })
     };
     // The operand's segments, in the quoting of the whole expansion.
@@ -594,6 +640,11 @@ fn fields_of(segs: Vec<Seg>, ifs: &str) -> Vec<Field> {
     // after belongs to the same break.
     let mut after_white = false;
     for s in segs {
+        if s.brk
+            && let Some(f) = cur.take()
+        {
+            fields.push(f);
+        }
         if s.split {
             for c in s.text.chars() {
                 if white(c) {
@@ -641,6 +692,7 @@ pub fn split_text(text: &str, ifs: &str) -> Vec<String> {
         text: text.to_string(),
         quoted: false,
         split: true,
+        brk: false,
     }];
     fields_of(segs, ifs)
         .into_iter()
@@ -867,6 +919,9 @@ mod tests {
         }
         fn nounset(&self) -> bool {
             self.0.vars.contains_key("NOUNSET")
+        }
+        fn positional(&self) -> &[String] {
+            &[]
         }
         fn command_output(&mut self, body: &List) -> Result<String, ExpandError> {
             let s = Script {

@@ -25,6 +25,7 @@ use super::ast::*;
 use super::expand::{self, ExpandError, Shell, Tilde};
 use super::glob;
 use super::options::{self, Options};
+use super::scripts::{self, Shebang};
 use super::verify::{self, Resolved};
 use crate::check::{self, Denial, DenialKind, judge};
 use crate::policy::Policy;
@@ -34,6 +35,7 @@ use std::ffi::CString;
 use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 /// What agent-rsh hands the interpreter.
@@ -72,6 +74,47 @@ enum Unwind {
     /// An arithmetic error in `$(( ))`: the message is printed; bash
     /// abandons the top-level command and goes on with the next line.
     Abort,
+    /// Refused inside a script file: the refusal is recorded and the
+    /// command fails with 126, as bash fails a command it cannot run.
+    Refused,
+    /// `return` from a sourced file.
+    Return(i32),
+}
+
+/// A script file (or `sh -c` string) the interpreter is running: its
+/// name and text for `file:line` in refusals, and its own here-documents.
+struct Frame {
+    name: String,
+    text: String,
+    script: Script,
+}
+
+/// What a command that runs a script asks for.
+enum Call {
+    /// A new shell (`./x.sh`, `sh x.sh`, `bash -c ...`): text None reads
+    /// the script from standard input.
+    Shell {
+        name: String,
+        text: Option<String>,
+        positional: Vec<String>,
+        set: Vec<String>,
+    },
+    /// `source FILE ARGS` / `. FILE ARGS`: in the current shell.
+    Source {
+        name: String,
+        text: String,
+        args: Vec<String>,
+    },
+    /// A script with another interpreter's shebang: that interpreter
+    /// running the file (`exec`: the interpreter's path as written, so a
+    /// virtualenv's `python` finds its environment).
+    Program {
+        argv: Vec<String>,
+        offsets: Vec<usize>,
+        exec: Option<PathBuf>,
+    },
+    /// Done already (bash's error for a file it cannot run): the status.
+    Status(i32),
 }
 
 type R<T> = Result<T, Unwind>;
@@ -111,6 +154,22 @@ struct Interp<'s> {
     /// When the process that runs the current command was forked (the
     /// order of the `commands` report).
     forked_at: u64,
+    /// The script file being run, if any (None: the command string).
+    frame: Option<Rc<Frame>>,
+    /// `$0`, then `$1`...
+    positional: Vec<String>,
+    /// Nesting of `source`: where `return` is allowed.
+    sourcing: u32,
+}
+
+/// What a new shell starts with.
+struct NewShell {
+    name: String,
+    text: Option<String>,
+    positional: Vec<String>,
+    set: Vec<String>,
+    /// Prefix assignments: exported to the new shell.
+    assigns: Vec<(String, String)>,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the same clock in every process.
@@ -236,76 +295,151 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
             return 125;
         }
     };
-    // SAFETY: an anonymous shared page for the refusal flag.
-    let flag = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if flag == libc::MAP_FAILED {
-        say("cannot map the shared flag page");
+    let Some(mut it) = Interp::new(&script, job.policy, job.workspace, job.resolved, report_fd)
+    else {
         return 125;
-    }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| job.workspace.clone());
-    let mut vars: HashMap<String, Var> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .map(|(k, v)| {
-            (
-                k,
-                Var {
-                    value: Some(v),
-                    exported: true,
-                },
-            )
-        })
-        .collect();
-    vars.insert(
-        "PWD".into(),
-        Var {
-            value: Some(cwd.display().to_string()),
-            exported: true,
-        },
-    );
-    vars.remove("OLDPWD");
-    // bash sets IFS itself, whatever the environment holds.
-    vars.insert(
-        "IFS".into(),
-        Var {
-            value: Some(" \t\n".into()),
-            exported: false,
-        },
-    );
-    let mut it = Interp {
-        script: &script,
-        fs: glob::Fs {
-            cwd: cwd.display().to_string(),
-        },
-        policy: job.policy,
-        workspace: job.workspace,
-        resolved: job.resolved,
-        vars,
-        cwd,
-        opts: Options::default(),
-        status: 0,
-        subst_status: None,
-        errexit_ignored: 0,
-        loop_depth: 0,
-        child: false,
-        top_pid: std::process::id(),
-        report_fd,
-        reports: 0,
-        denied_flag: flag.cast(),
-        cache: HashMap::new(),
-        stderr_to_pipe: false,
-        forked_at: 0,
     };
     let r = it.exec_lines(&script.body, &job.script);
     it.finish(r)
+}
+
+/// agent-rsh started as `sh`, `bash` or `dash`: inside a run's mount view
+/// (where those are agent-rsh), the nested shell of a program the run
+/// started (make's recipes, npm scripts, git aliases, `os.system`). It
+/// runs its script on this interpreter under the run's policy, read from
+/// the view's read-only root, every command checked as it runs; a refused
+/// command fails with 126 and the script goes on, as bash goes on after a
+/// command it cannot run. None: not in a run's view (no job there).
+pub fn nested_main(args: &[std::ffi::OsString]) -> Option<i32> {
+    let name = args.first()?.to_str()?;
+    if !scripts::is_shell(name) {
+        return None;
+    }
+    let raw = std::fs::read(crate::plan::SHELL_JOB).ok()?;
+    // SAFETY: as in `main`.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let job: crate::plan::ShellJob = match serde_json::from_slice(&raw) {
+        Ok(j) => j,
+        Err(e) => {
+            say(&format!("cannot read the run's shell job: {e}"));
+            return Some(125);
+        }
+    };
+    let words: Vec<String> = args[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut argv = vec![name.to_string()];
+    argv.extend(words);
+    let empty = Script {
+        body: Vec::new(),
+        heredocs: Vec::new(),
+        simple_commands: 0,
+    };
+    let mut it = Interp::new(&empty, job.policy, job.workspace, Vec::new(), -1)?;
+    it.child = true;
+    let shell = match it.script_call_shell(&argv) {
+        Call::Shell {
+            name,
+            text,
+            positional,
+            set,
+        } => NewShell {
+            name,
+            text,
+            positional,
+            set,
+            assigns: Vec::new(),
+        },
+        Call::Status(st) => return Some(st),
+        _ => return Some(125),
+    };
+    let r = it.start_shell(shell);
+    Some(it.finish(r))
+}
+
+impl<'s> Interp<'s> {
+    /// A shell at its start: the environment's variables, the process's
+    /// directory, default options.
+    fn new(
+        script: &'s Script,
+        policy: Policy,
+        workspace: PathBuf,
+        resolved: Vec<Option<Resolved>>,
+        report_fd: RawFd,
+    ) -> Option<Interp<'s>> {
+        // SAFETY: an anonymous shared page for the refusal flag.
+        let flag = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if flag == libc::MAP_FAILED {
+            say("cannot map the shared flag page");
+            return None;
+        }
+        let cwd = std::env::current_dir().unwrap_or_else(|_| workspace.clone());
+        let mut vars: HashMap<String, Var> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .map(|(k, v)| {
+                (
+                    k,
+                    Var {
+                        value: Some(v),
+                        exported: true,
+                    },
+                )
+            })
+            .collect();
+        vars.insert(
+            "PWD".into(),
+            Var {
+                value: Some(cwd.display().to_string()),
+                exported: true,
+            },
+        );
+        vars.remove("OLDPWD");
+        // bash sets IFS itself, whatever the environment holds.
+        vars.insert(
+            "IFS".into(),
+            Var {
+                value: Some(" \t\n".into()),
+                exported: false,
+            },
+        );
+        Some(Interp {
+            script,
+            fs: glob::Fs {
+                cwd: cwd.display().to_string(),
+            },
+            policy,
+            workspace,
+            resolved,
+            vars,
+            cwd,
+            opts: Options::default(),
+            status: 0,
+            subst_status: None,
+            errexit_ignored: 0,
+            loop_depth: 0,
+            child: false,
+            top_pid: std::process::id(),
+            report_fd,
+            reports: 0,
+            denied_flag: flag.cast(),
+            cache: HashMap::new(),
+            stderr_to_pipe: false,
+            forked_at: 0,
+            frame: None,
+            positional: vec!["agent-rsh".into()],
+            sourcing: 0,
+        })
+    }
 }
 
 fn read_job(fd: RawFd) -> Result<Job, String> {
@@ -356,8 +490,13 @@ impl Interp<'_> {
         unsafe { std::ptr::read_volatile(self.denied_flag) != 0 }
     }
 
-    /// Records a refusal and stops the script.
+    /// Records a refusal and stops the script; inside a script file,
+    /// fails the command instead (`Unwind::Refused`), naming file and line.
     fn deny(&mut self, d: Denial) -> Unwind {
+        if let Some(f) = self.frame.clone() {
+            self.refuse_in(&f.name, &f.text, &d);
+            return Unwind::Refused;
+        }
         // Only the first refusal is reported.
         if !self.denied() {
             // SAFETY: as above.
@@ -365,6 +504,23 @@ impl Interp<'_> {
             self.report(serde_json::json!({ "denial": d }));
         }
         Unwind::Denied
+    }
+
+    /// `env.dangerous` at run time.
+    fn screen(&mut self, name: &str, offset: usize) -> R<()> {
+        verify::screen_name(&self.policy, name, offset).map_err(|d| self.deny(d))
+    }
+
+    /// Prints and reports a refusal inside a script file.
+    fn refuse_in(&mut self, name: &str, text: &str, d: &Denial) {
+        let line = scripts::line_of(text, d.offset);
+        let mut msg = format!("{name}:{line}: {}: {}", d.rule, d.reason);
+        if let Some(h) = &d.hint {
+            msg.push_str("; ");
+            msg.push_str(h);
+        }
+        say(&msg);
+        self.report(serde_json::json!({ "r": d, "f": name, "l": line }));
     }
 
     /// After waiting for a child: stop if it was refused.
@@ -381,8 +537,9 @@ impl Interp<'_> {
             Ok(s) => s,
             Err(Unwind::Exit(c)) => c,
             Err(Unwind::Break(_) | Unwind::Continue(_)) => self.status,
-            Err(Unwind::Denied) => 126,
+            Err(Unwind::Denied | Unwind::Refused) => 126,
             Err(Unwind::Abort) => 1,
+            Err(Unwind::Return(c)) => c,
             Err(Unwind::Fatal) => {
                 if self.child {
                     1
@@ -463,7 +620,10 @@ impl Interp<'_> {
 
     fn exec_pipeline(&mut self, p: &Pipeline) -> R<i32> {
         let st = if p.stages.len() == 1 {
-            self.exec_command(&p.stages[0].command, false)?
+            match self.exec_command(&p.stages[0].command, false) {
+                Err(Unwind::Refused) => 126,
+                r => r?,
+            }
         } else {
             self.exec_stages(&p.stages)?
         };
@@ -629,11 +789,11 @@ impl Interp<'_> {
                 Ok(st)
             }),
             Command::For {
+                offset,
                 name,
                 words,
                 body,
                 redirects,
-                ..
             } => self.with_redirects(redirects, |me| {
                 let mut items = Vec::new();
                 for w in words.iter().flatten() {
@@ -643,6 +803,7 @@ impl Interp<'_> {
                 me.loop_depth += 1;
                 let r = (|| {
                     for item in items {
+                        me.screen(name, *offset)?;
                         me.set_var(name, item);
                         match me.exec_list(body) {
                             Ok(s) => last = s,
@@ -785,7 +946,11 @@ impl Interp<'_> {
                 RedirOp::Heredoc | RedirOp::HereString => {
                     let text = match &r.target {
                         RedirTarget::Heredoc(i) => {
-                            let Some(h) = self.script.heredocs.get(*i) else {
+                            let heredocs = match &self.frame {
+                                Some(f) => &f.script.heredocs,
+                                None => &self.script.heredocs,
+                            };
+                            let Some(h) = heredocs.get(*i) else {
                                 continue;
                             };
                             let body = h.body.clone();
@@ -1011,7 +1176,23 @@ impl Interp<'_> {
             argv.extend(fs);
         }
         let mut assigns = Vec::with_capacity(c.assignments.len());
+        // Assignments for the shell alone (no command, or a builtin that
+        // does not export) may set IFS, as the static check allows.
+        let shell_only = argv.first().is_none_or(|n| {
+            verify::BUILTINS.contains(&n.as_str())
+                && !matches!(n.as_str(), "export" | "declare" | "typeset" | "local")
+        });
         for a in &c.assignments {
+            // The static check screened the command string's; a script
+            // file's are screened here.
+            let screened = if shell_only {
+                verify::screen_shell_name(&self.policy, &a.name, a.offset)
+            } else {
+                verify::screen_name(&self.policy, &a.name, a.offset)
+            };
+            if let Err(d) = screened {
+                return Err(self.deny(d));
+            }
             let mut v = self.string(&a.value, Tilde::Assignment)?;
             if a.append {
                 v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
@@ -1102,7 +1283,53 @@ impl Interp<'_> {
             self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": started }));
             return Ok(st);
         }
-        let program = match self.check_program(c, &argv, &judged)? {
+        let mut exec_path = None;
+        match self.script_call(c, &argv)? {
+            None => {}
+            Some(Call::Status(st)) => return Ok(st),
+            Some(Call::Program {
+                argv: a,
+                offsets: o,
+                exec: e,
+            }) => {
+                judged = (a.clone(), o);
+                argv = a;
+                exec_path = e;
+            }
+            Some(Call::Source { name, text, args }) => {
+                let st = self.run_source(c, name, text, args)?;
+                if exec {
+                    return Err(Unwind::Exit(st));
+                }
+                return Ok(st);
+            }
+            Some(Call::Shell {
+                name,
+                text,
+                positional,
+                set,
+            }) => {
+                let shell = NewShell {
+                    name,
+                    text,
+                    positional,
+                    set,
+                    assigns,
+                };
+                let st = self.run_shell(c, &argv, shell, tail)?;
+                if exec {
+                    return Err(Unwind::Exit(st));
+                }
+                return Ok(st);
+            }
+        }
+        // A program `script_call` judged already (by the name of the
+        // allowed program it is) runs by the path as written.
+        let checked = match exec_path {
+            Some(p) => Some(p),
+            None => self.check_program(c, &argv, &judged)?,
+        };
+        let program = match checked {
             Some(p) => p,
             None => {
                 say(&format!("{name}: command not found"));
@@ -1188,7 +1415,12 @@ impl Interp<'_> {
         argv: &[String],
         (judged, offsets): &(Vec<String>, Vec<usize>),
     ) -> R<Option<PathBuf>> {
-        let static_check = self.resolved.get(c.id).cloned().flatten();
+        // A script file's commands are checked here, as they run: the
+        // static check saw only the command string.
+        let static_check = match self.frame {
+            Some(_) => None,
+            None => self.resolved.get(c.id).cloned().flatten(),
+        };
         // The rules read paths as the command sees them from its
         // directory: an absolute path into the workspace (`"$PWD"`, `~`,
         // `$HOME/.git`, or typed out) is judged as the relative path it
@@ -1203,12 +1435,17 @@ impl Interp<'_> {
         }
         let name = &argv[0];
         let shown = argv.join(" ");
+        // In a script file every command is checked here, expansions or
+        // not: say "after expansion" only for the command string's.
+        let static_known = self.frame.is_none();
         let locate = |mut d: Denial| {
             d.offset = d
                 .arg_index
                 .and_then(|i| offsets.get(i).copied())
                 .or(Some(c.offset));
-            d.reason = format!("{} (after expansion: `{shown}`)", d.reason);
+            if static_known {
+                d.reason = format!("{} (after expansion: `{shown}`)", d.reason);
+            }
             if judged != argv {
                 d.reason = format!("{}; {}", d.reason, verify::GLOB_AS_DIR);
             }
@@ -1227,8 +1464,14 @@ impl Interp<'_> {
             Some(r) => r.program,
             None => match self.resolve(name) {
                 Ok(p) => p,
-                Err(d) if d.kind == DenialKind::NotFound => return Ok(None),
-                Err(d) => return Err(self.deny(locate(d))),
+                Err(d) if d.kind == DenialKind::NotFound => match self.workspace_program(name) {
+                    Some(p) => p,
+                    None => return Ok(None),
+                },
+                Err(d) => match self.workspace_program(name) {
+                    Some(p) => p,
+                    None => return Err(self.deny(locate(d))),
+                },
             },
         };
         let j = {
@@ -1243,6 +1486,357 @@ impl Interp<'_> {
             return Err(self.deny(locate(d)));
         }
         Ok(Some(program))
+    }
+
+    // ---- scripts ----
+
+    /// Whether `argv` runs a script, and how: a shell (`sh`, `bash`,
+    /// `dash`, by name or path), `source`/`.`, or a file named by path
+    /// whose first line names a shell or another interpreter.
+    fn script_call(&mut self, c: &SimpleCommand, argv: &[String]) -> R<Option<Call>> {
+        let name = argv[0].as_str();
+        if name == "source" || name == "." {
+            let Some(file) = argv.get(1) else {
+                say(&format!("{name}: filename argument required"));
+                return Ok(Some(Call::Status(2)));
+            };
+            return Ok(Some(match self.read_script(file) {
+                Ok(text) => Call::Source {
+                    name: file.clone(),
+                    text,
+                    args: argv[2..].to_vec(),
+                },
+                Err(st) => Call::Status(st),
+            }));
+        }
+        if scripts::is_shell(name) {
+            return Ok(Some(self.script_call_shell(argv)));
+        }
+        if !name.contains('/') {
+            return Ok(None);
+        }
+        // A file named by path: its first line decides. Anything else
+        // (a directory, a binary, nothing there) is the program path's
+        // business: a program the policy lists, or refused.
+        let path = self.cwd.join(name);
+        let Ok(meta) = std::fs::metadata(&path) else {
+            return Ok(None);
+        };
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let mut head = [0u8; 512];
+        let n = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(0);
+        let kind = scripts::classify(&head[..n]);
+        if kind == Shebang::Binary {
+            // A link to an allowed program (a virtualenv's `python`): judged
+            // as that program, run by the path as written.
+            return Ok(match self.interpreter_name(name) {
+                Some(allowed) if !self.inside_workspace(&path) => {
+                    let mut judged = argv.to_vec();
+                    judged[0] = allowed;
+                    let offsets = vec![c.offset; argv.len()];
+                    self.check_program(c, &judged, &(judged.clone(), offsets.clone()))?;
+                    Some(Call::Program {
+                        argv: argv.to_vec(),
+                        offsets,
+                        exec: Some(path),
+                    })
+                }
+                _ => None,
+            });
+        }
+        if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 == 0 {
+            say(&format!("{name}: Permission denied"));
+            return Ok(Some(Call::Status(126)));
+        }
+        match kind {
+            Shebang::Shell => Ok(Some(match self.read_script(name) {
+                Ok(text) => Call::Shell {
+                    name: name.to_string(),
+                    text: Some(text),
+                    positional: argv.to_vec(),
+                    set: Vec::new(),
+                },
+                Err(st) => Call::Status(st),
+            })),
+            Shebang::Program { path, via_env, arg } => {
+                let (word, exec) = if via_env {
+                    (path, None)
+                } else {
+                    match self.interpreter_name(&path) {
+                        Some(n) => (n, Some(PathBuf::from(&path))),
+                        None => (path, None),
+                    }
+                };
+                let shown = exec.as_ref().map(|p| p.display().to_string());
+                let mut out = vec![shown.unwrap_or_else(|| word.clone())];
+                out.extend(arg);
+                let lead = out.len();
+                out.extend(argv.iter().cloned());
+                let offsets: Vec<usize> = std::iter::repeat_n(c.offset, lead)
+                    .chain(std::iter::repeat_n(c.offset, argv.len()))
+                    .collect();
+                // Judged by the interpreter's name: the rules and the
+                // allowlist see `python3 ./x.py`.
+                if exec.is_some() {
+                    let mut judged = out.clone();
+                    judged[0] = word;
+                    self.check_program(c, &judged, &(judged.clone(), offsets.clone()))?;
+                }
+                Ok(Some(Call::Program {
+                    argv: out,
+                    offsets,
+                    exec,
+                }))
+            }
+            Shebang::Binary => Ok(None),
+        }
+    }
+
+    /// Whether a file's real path lies in the workspace.
+    fn inside_workspace(&self, path: &Path) -> bool {
+        std::fs::canonicalize(path).is_ok_and(|p| p.starts_with(&self.workspace))
+    }
+
+    /// The project's own program, under `commands.workspace`: a path to a
+    /// file in the workspace, or a name found in a directory of PATH that
+    /// lies in the workspace (`node_modules/.bin`, `.venv/bin`), in PATH
+    /// order. The kernel lets it execute (the grant makes the workspace
+    /// executable) under the run's confinement.
+    fn workspace_program(&self, name: &str) -> Option<PathBuf> {
+        if !self.policy.commands.workspace {
+            return None;
+        }
+        let candidates: Vec<PathBuf> = if name.contains('/') {
+            vec![self.cwd.join(name)]
+        } else {
+            let path = self.var("PATH").unwrap_or_default();
+            path.split(':')
+                .filter(|d| !d.is_empty())
+                .map(|d| self.cwd.join(d))
+                .filter(|d| self.inside_workspace(d))
+                .map(|d| d.join(name))
+                .collect()
+        };
+        candidates.into_iter().find_map(|p| {
+            let real = std::fs::canonicalize(&p).ok()?;
+            (real.starts_with(&self.workspace) && real.is_file()).then_some(real)
+        })
+    }
+
+    /// `sh ARGS`: the new shell's script and parameters, or bash's error.
+    fn script_call_shell(&mut self, argv: &[String]) -> Call {
+        let name = argv[0].as_str();
+        let a = match scripts::shell_args(&argv[1..]) {
+            Ok(a) => a,
+            Err(e) => {
+                say(&format!("{name}: {e}"));
+                return Call::Status(2);
+            }
+        };
+        let (shown, text, arg0) = match (a.command, a.file) {
+            (Some(cmd), _) => {
+                let arg0 = a.arg0.unwrap_or_else(|| name.to_string());
+                (arg0.clone(), Some(cmd), arg0)
+            }
+            (None, Some(file)) => match self.read_script(&file) {
+                Ok(text) => (file.clone(), Some(text), file),
+                Err(_) => return Call::Status(127),
+            },
+            (None, None) => (name.to_string(), None, name.to_string()),
+        };
+        let mut positional = vec![arg0];
+        positional.extend(a.args);
+        Call::Shell {
+            name: shown,
+            text,
+            positional,
+            set: a.set,
+        }
+    }
+
+    /// The allowlisted name of an interpreter a shebang names by path: the
+    /// name the policy resolves to the same file (`/usr/bin/python3`,
+    /// a virtualenv's `python` symlink: `python3`). None: no such name.
+    fn interpreter_name(&mut self, path: &str) -> Option<String> {
+        let real = std::fs::canonicalize(path).ok()?;
+        let base = |p: &Path| p.file_name()?.to_str().map(String::from);
+        let mut names = vec![base(Path::new(path))?];
+        if let Some(b) = base(&real) {
+            // `python3.11` is allowed as `python3`.
+            if let Some((stem, _)) = b.split_once('.') {
+                names.push(stem.to_string());
+            }
+            names.push(b);
+        }
+        names.into_iter().find(|n| {
+            self.resolve(n)
+                .ok()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .is_some_and(|p| p == real)
+        })
+    }
+
+    /// A script's text, read (inside the confined process) relative to the
+    /// shell's directory; on failure bash's message and status.
+    fn read_script(&self, file: &str) -> Result<String, i32> {
+        let path = self.cwd.join(file);
+        let max = self.policy.max_command_bytes;
+        let read = std::fs::File::open(&path).and_then(|f| {
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, max as u64 + 1), &mut buf)?;
+            Ok(buf)
+        });
+        match read {
+            Ok(b) if b.len() > max => {
+                say(&format!(
+                    "{file}: longer than max_command_bytes ({max} bytes): not run"
+                ));
+                Err(126)
+            }
+            Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+            Err(e) => {
+                let text = errno_text(e.raw_os_error().unwrap_or(libc::EIO));
+                say(&format!("{file}: {text}"));
+                Err(if e.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                })
+            }
+        }
+    }
+
+    /// Runs a script's text in this process, as `name` for refusals.
+    fn run_text(&mut self, name: String, text: String) -> R<i32> {
+        // Nothing to run (empty, blank, comments only): bash's status 0.
+        let blank = |l: &str| {
+            let l = l.trim_start();
+            l.is_empty() || l.starts_with('#')
+        };
+        if text.lines().all(blank) {
+            self.status = 0;
+            return Ok(0);
+        }
+        let script = match super::parse(&text, self.policy.max_command_bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                self.refuse_in(&name, &text, &Denial::from(e));
+                return Ok(126);
+            }
+        };
+        let frame = Rc::new(Frame { name, text, script });
+        let outer = self.frame.replace(frame.clone());
+        let r = self.exec_lines(&frame.script.body, &frame.text);
+        self.frame = outer;
+        r
+    }
+
+    /// `source FILE ARGS`: the file's commands in this shell.
+    fn run_source(
+        &mut self,
+        c: &SimpleCommand,
+        name: String,
+        text: String,
+        args: Vec<String>,
+    ) -> R<i32> {
+        let saved = (!args.is_empty()).then(|| {
+            let mut p = vec![self.positional[0].clone()];
+            p.extend(args);
+            std::mem::replace(&mut self.positional, p)
+        });
+        self.sourcing += 1;
+        let r = self.with_redirects(&c.redirects, |me| me.run_text(name, text));
+        self.sourcing -= 1;
+        if let Some(p) = saved {
+            self.positional = p;
+        }
+        match r {
+            Err(Unwind::Return(st)) => Ok(st),
+            other => other,
+        }
+    }
+
+    /// A new shell running a script: a copy of this one with only the
+    /// exported variables, default options, and its own positional
+    /// parameters.
+    fn run_shell(
+        &mut self,
+        c: &SimpleCommand,
+        argv: &[String],
+        shell: NewShell,
+        tail: bool,
+    ) -> R<i32> {
+        let started = Instant::now();
+        let pid = if tail && self.child { 0 } else { self.fork()? };
+        if pid == 0 {
+            let r = self.shell_child(c, shell);
+            self.child_exit(r);
+        }
+        let raw = wait_pid(pid);
+        self.report(
+            serde_json::json!({ "b": argv, "o": c.offset, "c": status_of(raw), "t": now_ns() }),
+        );
+        let _ = started;
+        self.check_denied()?;
+        Ok(status_of(raw))
+    }
+
+    fn shell_child(&mut self, c: &SimpleCommand, shell: NewShell) -> R<i32> {
+        if !self.apply_redirects(&c.redirects, None)? {
+            return Ok(1);
+        }
+        if std::mem::take(&mut self.stderr_to_pipe) {
+            dup2(1, 2);
+        }
+        self.start_shell(shell)
+    }
+
+    /// A new shell in this process: its text (standard input when none),
+    /// the exported variables, default options, its parameters.
+    fn start_shell(&mut self, shell: NewShell) -> R<i32> {
+        let text = match shell.text {
+            Some(t) => t,
+            None => {
+                let mut buf = Vec::new();
+                let max = self.policy.max_command_bytes as u64 + 1;
+                // SAFETY: fd 0 is only borrowed: ManuallyDrop never closes it.
+                let stdin = std::mem::ManuallyDrop::new(unsafe {
+                    <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0)
+                });
+                let _ =
+                    std::io::Read::read_to_end(&mut std::io::Read::take(&*stdin, max), &mut buf);
+                String::from_utf8_lossy(&buf).into_owned()
+            }
+        };
+        self.vars.retain(|_, v| v.exported);
+        for (k, v) in shell.assigns {
+            self.vars.insert(
+                k,
+                Var {
+                    value: Some(v),
+                    exported: true,
+                },
+            );
+        }
+        self.opts = Options::default();
+        if !shell.set.is_empty() {
+            match options::parse_set(&shell.set) {
+                Ok(changes) => self.opts.apply(&changes),
+                Err((_, d)) => {
+                    self.refuse_in(&shell.name, "", &d);
+                    return Ok(2);
+                }
+            }
+        }
+        self.loop_depth = 0;
+        self.errexit_ignored = 0;
+        self.sourcing = 0;
+        self.positional = shell.positional;
+        self.run_text(shell.name, text)
     }
 
     fn resolve(&mut self, name: &str) -> Result<PathBuf, Denial> {
@@ -1264,6 +1858,40 @@ impl Interp<'_> {
         };
         Ok(match argv[0].as_str() {
             ":" | "true" | "wait" => 0,
+            "return" => {
+                let code = match args.first() {
+                    None => self.status,
+                    Some(a) => match a.trim().parse::<i64>() {
+                        Ok(n) => (n & 0xff) as i32,
+                        Err(_) => {
+                            say(&format!("return: {a}: numeric argument required"));
+                            2
+                        }
+                    },
+                };
+                if self.sourcing == 0 {
+                    say("return: can only `return' from a function or sourced script");
+                    return Ok(1);
+                }
+                return Err(Unwind::Return(code));
+            }
+            "shift" => {
+                let n = match args.first() {
+                    None => 1,
+                    Some(a) => match a.parse::<usize>() {
+                        Ok(n) => n,
+                        Err(_) => {
+                            say(&format!("shift: {a}: numeric argument required"));
+                            return Ok(1);
+                        }
+                    },
+                };
+                if n >= self.positional.len() {
+                    return Ok(1);
+                }
+                self.positional.drain(1..=n);
+                0
+            }
             "false" => 1,
             "pwd" => {
                 let line = format!("{}\n", self.cwd.display());
@@ -1346,9 +1974,9 @@ impl Interp<'_> {
                     }
                     let off = offsets.get(i + 1).copied().unwrap_or(c.offset);
                     let screened = if argv[0] == "unset" {
-                        verify::screen_shell_name(n, off)
+                        verify::screen_shell_name(&self.policy, n, off)
                     } else {
-                        verify::screen_name(n, off)
+                        verify::screen_name(&self.policy, n, off)
                     };
                     if let Err(d) = screened {
                         return Err(self.deny(d));
@@ -1447,7 +2075,7 @@ impl Shell for Interp<'_> {
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
-        verify::screen_name(name, 0).map_err(ExpandError::Denied)?;
+        verify::screen_name(&self.policy, name, 0).map_err(ExpandError::Denied)?;
         Interp::set_var(self, name, value);
         Ok(())
     }
@@ -1462,6 +2090,10 @@ impl Shell for Interp<'_> {
 
     fn nounset(&self) -> bool {
         self.opts.nounset
+    }
+
+    fn positional(&self) -> &[String] {
+        &self.positional
     }
 
     fn command_output(&mut self, body: &List) -> Result<String, ExpandError> {

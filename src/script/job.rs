@@ -9,7 +9,7 @@ use super::ScriptPlan;
 use super::interp::{Job, MAGIC};
 use crate::check::Denial;
 use crate::policy::Policy;
-use crate::result::CommandRecord;
+use crate::result::{CommandRecord, MAX_REFUSALS, ScriptRefusal};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -33,6 +33,7 @@ pub struct Outcome {
     /// A refusal at run time (a command whose words came from expansions).
     pub denial: Option<Denial>,
     pub warnings: Vec<String>,
+    pub refusals: Vec<ScriptRefusal>,
 }
 
 impl ScriptJob {
@@ -139,6 +140,21 @@ impl ScriptJob {
                     duration_ms: 0,
                     builtin: true,
                 });
+            } else if let Some(d) = v.get("r") {
+                let r = ScriptRefusal {
+                    file: v["f"].as_str().unwrap_or_default().to_string(),
+                    line: v["l"].as_u64().unwrap_or(0) as usize,
+                    rule: d["rule"].as_str().unwrap_or_default().to_string(),
+                    reason: d["reason"].as_str().unwrap_or_default().to_string(),
+                    hint: d["hint"].as_str().map(String::from),
+                };
+                let seen = out
+                    .refusals
+                    .iter()
+                    .any(|x| (&x.file, x.line, &x.rule) == (&r.file, r.line, &r.rule));
+                if !seen && out.refusals.len() < MAX_REFUSALS {
+                    out.refusals.push(r);
+                }
             } else if let Some(d) = v.get("denial") {
                 if out.denial.is_none() {
                     out.denial = denial_of(d);

@@ -16,6 +16,7 @@ pub mod job;
 pub mod options;
 pub mod parse;
 pub mod render;
+pub mod scripts;
 pub mod verify;
 
 pub use parse::parse;
@@ -63,9 +64,7 @@ pub fn plan(
 /// Landlock rule set grants it EXECUTE as it does any plan's program. The
 /// engine refuses to run it from a place the run could write.
 pub fn interpreter_program() -> PathBuf {
-    std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+    crate::plan::agent_rsh_binary()
 }
 
 /// Whether a simple command named `name` is the shell's business rather
@@ -76,7 +75,12 @@ pub fn interpreter_program() -> PathBuf {
 /// programs when the policy allows them (the same output for a command
 /// alone), else as builtins.
 pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
-    if verify::refused_builtin(name).is_some() || name == "exec" {
+    let own_program = policy.commands.workspace && !policy.commands.allow.iter().any(|a| a == name);
+    if verify::refused_builtin(name).is_some()
+        || name == "exec"
+        || verify::runs_script(name)
+        || own_program
+    {
         return true;
     }
     if !verify::BUILTINS.contains(&name) {

@@ -705,7 +705,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 self.pos = j;
                 Ok(())
             }
-            Some(c @ (b'?' | b'$' | b'#')) => {
+            Some(c @ (b'?' | b'$' | b'#' | b'0'..=b'9' | b'@' | b'*')) => {
                 parts.push(Part::Param(Box::new(Param {
                     offset: at,
                     name: (c as char).to_string(),
@@ -716,7 +716,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 self.pos = i + 2;
                 Ok(())
             }
-            Some(c @ (b'0'..=b'9' | b'@' | b'*' | b'!' | b'-')) => Err(special_param(at, c)),
+            Some(c @ (b'!' | b'-')) => Err(special_param(at, c)),
             _ => {
                 if quoted {
                     push_quoted(parts, "$");
@@ -905,8 +905,14 @@ impl<'a, 'r> Parser<'a, 'r> {
                     j += 1;
                 }
             }
-            Some(b'?' | b'$' | b'#') => j += 1,
-            Some(c @ (b'0'..=b'9' | b'@' | b'*' | b'!' | b'-')) => {
+            Some(b'?' | b'$' | b'#' | b'@' | b'*') => j += 1,
+            // `${10}`: every digit belongs to the number, unlike `$10`.
+            Some(b'0'..=b'9') => {
+                while self.byte(j).is_some_and(|c| c.is_ascii_digit()) {
+                    j += 1;
+                }
+            }
+            Some(c @ (b'!' | b'-')) => {
                 return Err(special_param(at, c));
             }
             None => {
@@ -2077,16 +2083,10 @@ fn process_substitution(at: usize) -> LexError {
 
 fn special_param(at: usize, c: u8) -> LexError {
     let what = match c {
-        b'0'..=b'9' => "positional parameters ($0, $1, ...)",
-        b'@' | b'*' => "$@ and $*",
         b'!' => "$! (background jobs)",
         _ => "$-",
     };
-    unsupported(
-        at,
-        what,
-        "a command string has no arguments; write the values themselves",
-    )
+    unsupported(at, what, "write the value itself")
 }
 
 /// The text of a word that is one unquoted literal.

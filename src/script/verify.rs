@@ -75,7 +75,7 @@ pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as
 pub const BUILTINS: &[&str] = &[
     "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
     "wait", "echo", "printf", "test", "[", "[[", "((", "let", "read", "command", "type", "hash",
-    "jobs", "shift", "local", "declare", "typeset",
+    "jobs", "shift", "local", "declare", "typeset", "return",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -87,16 +87,18 @@ pub fn program_backed(name: &str) -> bool {
     )
 }
 
+/// Whether a command's first word runs a script on the interpreter, or
+/// may (a path: a script, checked when it runs, or a program).
+pub fn runs_script(name: &str) -> bool {
+    name == "source" || name == "." || name.contains('/') || super::scripts::is_shell(name)
+}
+
 /// Builtins bash has and agent-rsh refuses: rule and hint.
 pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
         "eval" => (
             "syntax.eval",
             "write the command itself; agent-rsh checks every command before it runs, which eval would hide",
-        ),
-        "source" | "." => (
-            "syntax.source",
-            "run the script with an allowed interpreter, or write its commands out",
         ),
         "alias" | "unalias" => (
             "syntax.alias",
@@ -122,9 +124,9 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.background",
             "there is no job control in a run: start long-running commands with `agent-rsh spawn` (or the MCP `spawn` tool) and read their output later",
         ),
-        "return" | "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt"
-        | "enable" | "caller" | "complete" | "compgen" | "compopt" | "dirs" | "pushd" | "popd"
-        | "logout" | "bind" | "fc" | "select" | "function" => (
+        "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt" | "enable"
+        | "caller" | "complete" | "compgen" | "compopt" | "dirs" | "pushd" | "popd" | "logout"
+        | "bind" | "fc" | "select" | "function" => (
             "syntax.unsupported",
             "this shell builtin is not supported by agent-rsh; write the commands without it",
         ),
@@ -139,8 +141,14 @@ pub struct Context<'a> {
     pub workspace: Option<&'a Path>,
 }
 
-/// Screens a variable name as `--env` does.
-pub fn screen_name(name: &str, offset: usize) -> Result<(), Denial> {
+/// Screens a variable name as `--env` does. Under `commands.workspace`
+/// PATH may be set (a virtualenv's `activate`, npm's `node_modules/.bin`):
+/// names still resolve through the policy's search path and the PATH
+/// directories inside the workspace only.
+pub fn screen_name(policy: &Policy, name: &str, offset: usize) -> Result<(), Denial> {
+    if name == "PATH" && policy.commands.workspace {
+        return Ok(());
+    }
     if let Some(why) = check::env::dangerous(name) {
         let mut d = Denial::new(
             "env.dangerous",
@@ -157,11 +165,11 @@ pub fn screen_name(name: &str, offset: usize) -> Result<(), Denial> {
 /// command, or the prefix of a builtin that does not export): `IFS` only
 /// steers agent-rsh's own splitting and is never exported, so it may be
 /// set; every other name is screened as `--env` screens it.
-pub fn screen_shell_name(name: &str, offset: usize) -> Result<(), Denial> {
+pub fn screen_shell_name(policy: &Policy, name: &str, offset: usize) -> Result<(), Denial> {
     if name == "IFS" {
         return Ok(());
     }
-    screen_name(name, offset)
+    screen_name(policy, name, offset)
 }
 
 /// Devices a redirection may always write to.
@@ -236,7 +244,7 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
     let mut cmds = Vec::new();
     each_simple(script, &script.body, &mut |c| cmds.push(c));
     for_each_param_assignment(script, &mut |name, offset| {
-        if let Err(d) = screen_name(name, offset) {
+        if let Err(d) = screen_name(policy, name, offset) {
             v.out.stages.push(StageVerdict {
                 id: usize::MAX,
                 offset,
@@ -415,9 +423,9 @@ impl Verifier<'_> {
         };
         for a in &c.assignments {
             let screened = if shell_only {
-                screen_shell_name(&a.name, a.offset)
+                screen_shell_name(self.policy, &a.name, a.offset)
             } else {
-                screen_name(&a.name, a.offset)
+                screen_name(self.policy, &a.name, a.offset)
             };
             if let Err(d) = screened {
                 deny(&mut verdict, d);
@@ -490,6 +498,14 @@ impl Verifier<'_> {
             self.push(verdict);
             return;
         }
+        if runs_script(&name) {
+            // What the script runs is read and checked when it runs.
+            verdict.kind = "script";
+            verdict.verdict = "atRunTime";
+            self.push(verdict);
+            self.after(c, None);
+            return;
+        }
         if BUILTINS.contains(&name.as_str()) && !(exec && program_backed(&name)) {
             verdict.kind = "builtin";
             if let Err(d) = self.builtin(&name, c, argv.as_deref()) {
@@ -514,6 +530,13 @@ impl Verifier<'_> {
         }
         let program = match self.resolve(&name) {
             Ok(p) => p,
+            // `commands.workspace`: a name the policy does not list may be
+            // the project's own program, found on PATH when it runs.
+            Err(d) if self.policy.commands.workspace && d.rule == "command.not-allowed" => {
+                verdict.verdict = "atRunTime";
+                self.push(verdict);
+                return;
+            }
             Err(mut d) => {
                 d.offset = Some(name_offset);
                 deny(&mut verdict, d);
@@ -655,9 +678,9 @@ impl Verifier<'_> {
                     }
                     let off = c.words.get(i).map_or(c.offset, |w| w.offset);
                     if name == "unset" {
-                        screen_shell_name(n, off)?;
+                        screen_shell_name(self.policy, n, off)?;
                     } else {
-                        screen_name(n, off)?;
+                        screen_name(self.policy, n, off)?;
                     }
                 }
                 Ok(())

@@ -30,6 +30,7 @@ mod resources;
 mod run;
 mod script;
 mod script_bash;
+mod scripts;
 mod shell;
 mod stdin_relay;
 mod userns;

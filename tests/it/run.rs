@@ -109,6 +109,7 @@ fn refusals_name_rule_and_offset_and_run_nothing() {
     let p = policy(
         r#"
 syntax = "simple"
+max_command_bytes = 8192
 [commands]
 allow = ["bash", "sleep", "setsid", "echo", "env", "cat", "grep", "head", "touch", "ls", "true"]
 "#,

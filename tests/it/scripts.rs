@@ -1,0 +1,237 @@
+//! Scripts and nested shells on agent-rsh's interpreter: a script the run
+//! executes (`./run.sh`, `sh run.sh`, `bash run.sh`, `source`), and the
+//! `/bin/sh` that make, git and Python start, run command by command under
+//! the run's policy; a refused command fails with 126 and names its file
+//! and line, and the script goes on as bash would.
+
+use crate::common::{self, agent, json, policy};
+use crate::kernel_escapes::agent_as;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const POLICY: &str = r#"
+[commands]
+allow = ["echo", "cat", "wc", "ls", "make", "find", "python3", "git"]
+"#;
+
+const RUN_SH: &str = "#!/bin/sh\necho \"start $# [$1]\"\nid\necho \"after $?\"\nid || echo \"or $?\"\nset -e\nid\necho never\n";
+
+fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (name, body) in files {
+        let p = d.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // The account runs below must be able to enter it.
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    d
+}
+
+fn run_json(policy: &Path, ws: &Path, cmd: &str) -> serde_json::Value {
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(policy)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", cmd])
+        .output()
+        .unwrap();
+    json(&out.stdout)
+}
+
+#[test]
+fn a_script_runs_every_allowed_command_and_refuses_the_rest_by_line() {
+    let p = policy(POLICY);
+    let ws = workspace(&[("run.sh", RUN_SH)]);
+    for cmd in [
+        "./run.sh a",
+        "sh run.sh a",
+        "bash run.sh a",
+        "dash ./run.sh a",
+        ". ./run.sh a",
+    ] {
+        let r = run_json(&p.path, ws.path(), cmd);
+        assert_eq!(
+            r["stdout"], "start 1 [a]\nafter 126\nor 126\n",
+            "{cmd}: {r}"
+        );
+        // `set -e` stops at the refused command: its status is the run's.
+        assert_eq!(r["exitCode"], 126, "{cmd}: {r}");
+        let err = r["stderr"].as_str().unwrap();
+        let file = if cmd.contains("./run.sh") {
+            "./run.sh"
+        } else {
+            "run.sh"
+        };
+        for line in [3, 5, 7] {
+            assert!(
+                err.contains(&format!("{file}:{line}: command.not-allowed")),
+                "{cmd}: line {line} in {err}"
+            );
+        }
+        let refusals = r["refusals"].as_array().unwrap();
+        let lines: Vec<u64> = refusals
+            .iter()
+            .map(|x| x["line"].as_u64().unwrap())
+            .collect();
+        assert_eq!(lines, [3, 5, 7], "{cmd}: {r}");
+        assert!(
+            refusals
+                .iter()
+                .all(|x| x["file"] == file && x["rule"] == "command.not-allowed")
+        );
+    }
+}
+
+#[test]
+fn sh_c_takes_its_name_and_parameters_as_bash_does() {
+    let p = policy(POLICY);
+    let ws = workspace(&[]);
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        r#"sh -c 'echo "$0|$1|$#|$*"; for a in "$@"; do echo "<$a>"; done' me "x y" z; bash -c 'exit 3'; echo $?"#,
+    );
+    assert_eq!(r["stdout"], "me|x y|2|x y z\n<x y>\n<z>\n3\n", "{r}");
+    assert_eq!(r["exitCode"], 0);
+}
+
+#[test]
+fn a_script_without_the_execute_bit_is_refused_as_bash_refuses_it() {
+    let p = policy(POLICY);
+    let ws = workspace(&[]);
+    std::fs::write(ws.path().join("plain.sh"), "echo hi\n").unwrap();
+    let r = run_json(&p.path, ws.path(), "./plain.sh; echo $?; sh plain.sh");
+    assert_eq!(r["stdout"], "126\nhi\n", "{r}");
+}
+
+#[test]
+fn an_interpreter_script_is_judged_as_that_interpreter_running_the_file() {
+    let p = policy(POLICY);
+    let ws = workspace(&[(
+        "hello.py",
+        "#!/usr/bin/env python3\nimport sys\nprint('py', sys.argv[1:])\n",
+    )]);
+    let r = run_json(&p.path, ws.path(), "./hello.py a b");
+    assert_eq!(r["stdout"], "py ['a', 'b']\n", "{r}");
+    let argv = &r["commands"][0]["argv"];
+    assert_eq!(argv[0], "python3", "{r}");
+    // An interpreter the policy does not allow is refused by name.
+    std::fs::write(ws.path().join("x.pl"), "#!/usr/bin/env perl\nprint 1;\n").unwrap();
+    std::fs::set_permissions(
+        ws.path().join("x.pl"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let r = run_json(&p.path, ws.path(), "./x.pl");
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed", "{r}");
+}
+
+#[test]
+fn nested_shells_of_make_git_find_and_python_are_the_checked_interpreter() {
+    let p = policy(POLICY);
+    let ws = workspace(&[("Makefile", "all:\n\techo recipe; id; echo \"after $$?\"\n")]);
+    let r = run_json(&p.path, ws.path(), "make -s");
+    assert_eq!(r["stdout"], "recipe\nafter 126\n", "{r}");
+    let err = r["stderr"].as_str().unwrap();
+    assert!(
+        err.contains("/bin/sh:1: command.not-allowed: `id`"),
+        "{err}"
+    );
+
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        r#"python3 -c 'import os, subprocess; print(os.system("echo sys; id")); print(subprocess.run("id || echo sub $?", shell=True, capture_output=True, text=True).stdout)'"#,
+    );
+    assert_eq!(r["stdout"], "sys\n32256\nsub 126\n\n", "{r}");
+
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        r#"find . -name Makefile -exec sh -c 'wc -l < "$1"; id' _ {} \;"#,
+    );
+    assert_eq!(r["stdout"], "2\n", "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("command.not-allowed: `id`"),
+        "{r}"
+    );
+
+    // A git alias that runs a shell command.
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "alias.who", "!echo alias; id"]);
+    let r = run_json(&p.path, ws.path(), "git who");
+    assert_eq!(r["stdout"], "alias\n", "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("command.not-allowed: `id`"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_refused_program_is_reached_through_no_script_route_as_root_or_account() {
+    let p = policy(POLICY);
+    std::fs::set_permissions(p.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let attack = r#"import os, subprocess
+def t(name, f):
+    try:
+        r = f()
+        print(name, r)
+    except OSError as e:
+        print(name, "errno", e.errno)
+t("system", lambda: os.system("/usr/bin/id >/dev/null 2>&1") >> 8)
+t("path", lambda: os.system("PATH=/usr/bin:/bin; export PATH; id >/dev/null 2>&1") >> 8)
+t("exec", lambda: os.system("exec id >/dev/null 2>&1") >> 8)
+t("direct", lambda: subprocess.run(["/usr/bin/id"], capture_output=True).returncode)
+t("job", lambda: open("/.agent-rsh/job.json", "w").write("{}"))
+t("shell", lambda: open("/usr/bin/dash", "wb").write(b"x"))
+t("unlink", lambda: os.unlink("/.agent-rsh/job.json"))
+"#;
+    let cmd = format!("cat > attack.py <<'EOF'\n{attack}EOF\npython3 attack.py");
+    let uids: &[u32] = if common::root() { &[0, 65534] } else { &[] };
+    if uids.is_empty() {
+        common::cannot_run("runs the attack as root and as nobody");
+        return;
+    }
+    for &uid in uids {
+        let out = agent_as(uid)
+            .env_remove("AGENT_RSH_POLICY")
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .args(["--", &cmd])
+            .output()
+            .unwrap();
+        let r = json(&out.stdout);
+        let text = r["stdout"].as_str().unwrap();
+        for want in [
+            "system 126",
+            "path 126",
+            "exec 126",
+            "job errno 30",
+            "shell errno 30",
+            "unlink errno 30",
+        ] {
+            assert!(text.contains(want), "uid {uid}: {want} in {r}");
+        }
+        // Landlock: EACCES from the exec, which Python raises.
+        assert!(text.contains("direct errno 13"), "uid {uid}: {r}");
+    }
+}
