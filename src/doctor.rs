@@ -317,6 +317,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
                 g.other_processes
             );
             println!("  each process reads its /proc/self:  {}", g.proc_self);
+            println!("  nested shells (/bin/sh):            {}", g.shells);
         }
         for w in &warnings {
             println!("warning: {w}");

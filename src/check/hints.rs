@@ -18,10 +18,16 @@ pub fn not_allowed(policy: &Policy, name: &str) -> String {
             "there is no `cd` here: give the directory as the working directory \
              (`agent-rsh run --cwd DIR`, the MCP `cwd` argument), relative to the workspace; {programs}"
         ),
-        "sh" | "bash" | "dash" | "zsh" | "ksh" | "fish" => format!(
-            "no shell is started: give the command itself, one program with its arguments; {programs}"
+        "sh" | "bash" | "dash" => format!(
+            "a shell script runs on agent-rsh's own interpreter with `syntax = \"compound\"` \
+             (`sh FILE`, `bash -c '...'`, `./x.sh`); with `syntax = \"simple\"` give the command \
+             itself, one program with its arguments; {programs}"
         ),
-        "export" | "set" | "source" | "." | "alias" | "unset" => format!(
+        "zsh" | "ksh" | "fish" => format!(
+            "only sh, bash and dash scripts run (on agent-rsh's own interpreter): write the \
+             commands themselves; {programs}"
+        ),
+        "export" | "set" | "alias" | "unset" => format!(
             "`{name}` is a shell builtin and no shell runs here: pass variables with \
              `--env NAME=VALUE` (the MCP `env` argument); {programs}"
         ),
@@ -112,7 +118,7 @@ mod tests {
         );
         assert!(not_allowed(&p, "cd").contains("--cwd DIR"));
         assert!(not_allowed(&p, "cd").contains("MCP `cwd`"));
-        assert!(not_allowed(&p, "bash").starts_with("no shell is started"));
+        assert!(not_allowed(&p, "bash").starts_with("a shell script runs on"));
         assert!(not_allowed(&p, "export").contains("--env NAME=VALUE"));
         assert_eq!(
             allowed_programs(&policy(&[]), "x"),

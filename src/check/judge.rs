@@ -176,16 +176,14 @@ impl Judge<'_, '_> {
             return;
         }
         // A shell a wrapper starts (`find -exec sh -c`, `xargs bash -c`)
-        // is agent-rsh's interpreter in the run's mount view, which checks
-        // every command of its script when it runs; without the view the
-        // kernel lets it execute only when the policy allows that shell.
-        if wrapper.is_some()
-            && self.policy.syntax == crate::policy::Syntax::Compound
-            && crate::script::scripts::is_shell(texts[0])
-        {
-            return;
-        }
+        // need not be on the allowlist: it is agent-rsh's interpreter in the
+        // run's mount view, which checks every command of its script when
+        // it runs, and without the view the kernel lets it execute only when
+        // the policy allows that shell. Its words are still judged below.
+        let interpreted = self.policy.syntax == crate::policy::Syntax::Compound
+            && crate::script::scripts::interpreted(self.policy, texts[0]);
         if let Some(by) = wrapper
+            && !interpreted
             && let Err(mut d) = (self.resolve)(texts[0])
         {
             d.reason = format!("{} (it would be started by `{by}`)", d.reason);

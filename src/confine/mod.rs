@@ -101,6 +101,8 @@ pub struct Guarantees {
     /// Every process of the run reads its own `/proc/self`, and nothing of
     /// a process outside the run.
     pub proc_self: String,
+    /// What runs the `/bin/sh` (bash, dash) a program of the run starts.
+    pub shells: String,
 }
 
 /// What bounds the memory and the tasks (processes and threads) of the
@@ -715,7 +717,11 @@ impl Confinement {
                 workspace_bytes: (fresh && bytes > 0).then_some(bytes),
                 tty,
                 shell: match &shell_binary {
-                    Some(b) => Some((b.as_path(), shell_job(policy, workspace)?)),
+                    Some(b) => Some((
+                        b.as_path(),
+                        shell_job(policy, workspace)?,
+                        &policy.commands.allow[..],
+                    )),
                     None => None,
                 },
             };
@@ -966,6 +972,12 @@ impl Confinement {
             (false, true) => "seccomp (prlimit64, setpriority, sched_set*, ioprio_set name the caller only); signals to the caller's other processes are NOT refused (Landlock ABI 6 scopes them)".into(),
             (true, false) => "pid namespace; the guardian (pid 1) is not protected".into(),
             (false, false) => none(),
+        };
+        g.shells = match self.view.as_ref().map(|v| v.shells) {
+            _ if off => "the real shells; nothing checked".into(),
+            Some(true) => "agent-rsh's interpreter (mount view: /bin/sh, bash and dash are agent-rsh, every command checked)".into(),
+            _ if r.landlock.enforced => "the real shells, only where the policy lets them execute (commands.allow, scopes.exec): confined by the kernel, not checked word by word".into(),
+            _ => "the real shells where they are installed: not checked word by word".into(),
         };
         g.proc_self = match (r.landlock.enforced, r.mount_view && pid_ns) {
             (false, _) => "not restricted".into(),

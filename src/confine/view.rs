@@ -210,7 +210,8 @@ pub struct Inputs<'a> {
     pub tty: bool,
     /// Nested shells: agent-rsh's binary, bound over every shell of
     /// `SHELL_PATHS`, and the job it reads from `SHELL_JOB`.
-    pub shell: Option<(&'a Path, Vec<u8>)>,
+    /// Shells the policy allows by name stay the real programs.
+    pub shell: Option<(&'a Path, Vec<u8>, &'a [String])>,
 }
 
 #[derive(Default)]
@@ -505,15 +506,32 @@ impl View {
         // Nested shells, unless the root itself is a bind (nothing could
         // be written on it without writing to the host's).
         let mut shells = false;
-        if let Some((binary, job)) = &inp.shell
+        if let Some((binary, job, allowed)) = &inp.shell
             && !mounted.iter().any(|m| m == Path::new("/"))
         {
-            let mut done: Vec<PathBuf> = Vec::new();
+            // The real files of shells the policy allows by name stay real,
+            // under every name that leads to them.
+            let mut done: Vec<PathBuf> = SHELL_PATHS
+                .iter()
+                .filter(|p| {
+                    let name = Path::new(p).file_name().and_then(|n| n.to_str());
+                    name.is_some_and(|n| allowed.iter().any(|a| a == n))
+                })
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect();
+            let kept = done.len();
             for p in SHELL_PATHS {
                 let Ok(real) = std::fs::canonicalize(p) else {
                     continue;
                 };
-                if done.contains(&real) || !mounted.iter().any(|m| real.starts_with(m)) {
+                let allowed_by_name = real
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| allowed.iter().any(|a| a == n));
+                if done.contains(&real)
+                    || allowed_by_name
+                    || !mounted.iter().any(|m| real.starts_with(m))
+                {
                     continue;
                 }
                 steps.push(Step::Bind {
@@ -532,7 +550,7 @@ impl View {
                 dest: staged(job_path)?,
                 data: job.clone(),
             });
-            shells = !done.is_empty();
+            shells = done.len() > kept;
         }
         if !proc_done {
             steps.push(Step::Dir(staged(Path::new("/proc"))?));

@@ -1509,7 +1509,7 @@ impl Interp<'_> {
                 Err(st) => Call::Status(st),
             }));
         }
-        if scripts::is_shell(name) {
+        if scripts::interpreted(&self.policy, name) {
             return Ok(Some(self.script_call_shell(argv)));
         }
         if !name.contains('/') {

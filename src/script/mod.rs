@@ -78,7 +78,7 @@ pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
     let own_program = policy.commands.workspace && !policy.commands.allow.iter().any(|a| a == name);
     if verify::refused_builtin(name).is_some()
         || name == "exec"
-        || verify::runs_script(name)
+        || verify::runs_script(policy, name)
         || own_program
     {
         return true;

@@ -206,8 +206,6 @@ fn refusals() {
         ("[[ a =~ ]]", "syntax.error", 10),
         ("[[ a ]] b", "syntax.error", 8),
         ("time ls", "syntax.unsupported", 0),
-        ("echo $1", "syntax.unsupported", 5),
-        ("echo \"$@\"", "syntax.unsupported", 6),
         ("a=(1 2)", "syntax.unsupported", 0),
         ("cs[f e", "syntax.unsupported", 0),
         ("x=1 a[1]=2 ls", "syntax.unsupported", 4),

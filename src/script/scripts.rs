@@ -17,6 +17,13 @@ pub fn is_shell(word: &str) -> bool {
     SHELLS.contains(&file_name(word))
 }
 
+/// Whether a shell named by `word` runs on agent-rsh's interpreter: a
+/// shell the policy allows by name (`commands.allow = ["bash"]`) is that
+/// program, as the policy says; any other is the interpreter.
+pub fn interpreted(policy: &crate::policy::Policy, word: &str) -> bool {
+    is_shell(word) && !policy.commands.allow.iter().any(|a| a == file_name(word))
+}
+
 fn file_name(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
 }

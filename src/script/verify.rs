@@ -88,9 +88,25 @@ pub fn program_backed(name: &str) -> bool {
 }
 
 /// Whether a command's first word runs a script on the interpreter, or
-/// may (a path: a script, checked when it runs, or a program).
-pub fn runs_script(name: &str) -> bool {
-    name == "source" || name == "." || name.contains('/') || super::scripts::is_shell(name)
+/// may: a shell, `source`, a relative path (a file the run may write
+/// before it runs it: checked when it runs), or an absolute path to a
+/// shell or interpreter script. An absolute path to anything else is
+/// judged now, as a program path.
+pub fn runs_script(policy: &Policy, name: &str) -> bool {
+    if name == "source" || name == "." || super::scripts::interpreted(policy, name) {
+        return true;
+    }
+    if !name.contains('/') {
+        return false;
+    }
+    if !name.starts_with('/') {
+        return true;
+    }
+    let mut head = [0u8; 512];
+    let n = std::fs::File::open(name)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    n > 0 && super::scripts::classify(&head[..n]) != super::scripts::Shebang::Binary
 }
 
 /// Builtins bash has and agent-rsh refuses: rule and hint.
@@ -498,7 +514,7 @@ impl Verifier<'_> {
             self.push(verdict);
             return;
         }
-        if runs_script(&name) {
+        if runs_script(self.policy, &name) {
             // What the script runs is read and checked when it runs.
             verdict.kind = "script";
             verdict.verdict = "atRunTime";
