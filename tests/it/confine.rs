@@ -49,7 +49,19 @@ fn policy_allowing(allow: &str, top: &str, tables: &str) -> Policy {
 }
 
 fn run_in(p: &Policy, ws: Option<&Path>, cmd: &str) -> Value {
+    run_with(p, ws, cmd, &[])
+}
+
+/// Without the mount view the shells are the real ones, which the kernel
+/// refuses to execute unless the policy allows them (with the view they
+/// are agent-rsh's interpreter: tests/it/scripts.rs).
+fn run_real_shells(p: &Policy, ws: Option<&Path>, cmd: &str) -> Value {
+    run_with(p, ws, cmd, &[("AGENT_RSH_SIMULATE_MISSING", "mountns")])
+}
+
+fn run_with(p: &Policy, ws: Option<&Path>, cmd: &str, env: &[(&str, &str)]) -> Value {
     let mut c = Command::new(bin());
+    c.envs(env.iter().copied());
     c.args(["run", "--json", "--verbose", "--policy"])
         .arg(&p.path);
     if let Some(ws) = ws {
@@ -105,14 +117,14 @@ fn find_exec_shell_is_refused_by_the_kernel() {
         "find . -maxdepth 0 -exec /bin/sh -c 'touch {}' \\;",
         target.display()
     );
-    let r = run_in(&policy("", ""), Some(ws.path()), &cmd);
+    let r = run_real_shells(&policy("", ""), Some(ws.path()), &cmd);
     assert_eq!(s(&r, "status"), "exited", "{r}");
     assert!(s(&r, "stderr").contains("/bin/sh"), "{r}");
     assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
     assert!(!target.exists(), "the shell ran: {r}");
 
     // find -exec itself works: the allowed program may run again.
-    let r = run_in(
+    let r = run_real_shells(
         &policy("", ""),
         Some(ws.path()),
         "find . -maxdepth 0 -exec find --version \\;",
@@ -120,7 +132,7 @@ fn find_exec_shell_is_refused_by_the_kernel() {
     assert!(s(&r, "stdout").contains("findutils"), "{r}");
 
     // Control: with sh and touch in scopes.exec the same command creates it.
-    let r = run_in(&policy("", ALLOW_SH), Some(ws.path()), &cmd);
+    let r = run_real_shells(&policy("", ALLOW_SH), Some(ws.path()), &cmd);
     assert!(target.exists(), "control did not run: {r}");
 }
 
@@ -130,10 +142,10 @@ fn awk_system_is_refused_by_the_kernel() {
     let ws = workspace();
     let target = ws.path().join("pwned");
     let cmd = format!("awk 'BEGIN{{system(\"touch {}\")}}'", target.display());
-    let r = run_in(&policy("", ""), Some(ws.path()), &cmd);
+    let r = run_real_shells(&policy("", ""), Some(ws.path()), &cmd);
     assert_eq!(s(&r, "status"), "exited", "{r}");
     assert!(!target.exists(), "awk's shell ran: {r}");
-    let r = run_in(&policy("", ALLOW_SH), Some(ws.path()), &cmd);
+    let r = run_real_shells(&policy("", ALLOW_SH), Some(ws.path()), &cmd);
     assert!(target.exists(), "control did not run: {r}");
 }
 
@@ -146,7 +158,7 @@ fn git_fsmonitor_is_refused_by_the_kernel() {
     }
     let ws = workspace();
     let p = policy("", "");
-    let r = run_in(&p, Some(ws.path()), "git init -q");
+    let r = run_real_shells(&p, Some(ws.path()), "git init -q");
     assert_eq!(r["exitCode"], 0, "{r}");
     let target = ws.path().join("pwned");
     // `&&` makes git hand the hook to /bin/sh -c.
@@ -154,7 +166,7 @@ fn git_fsmonitor_is_refused_by_the_kernel() {
         "git -c core.fsmonitor='touch {} && true' status",
         target.display()
     );
-    let r = run_in(&p, Some(ws.path()), &cmd);
+    let r = run_real_shells(&p, Some(ws.path()), &cmd);
     assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
     assert!(!target.exists(), "git's hook ran: {r}");
 }
@@ -178,13 +190,13 @@ fn the_loader_cannot_map_a_shell() {
         "find . -maxdepth 0 -exec {ld} /bin/sh -c 'touch {}' \\;",
         target.display()
     );
-    let r = run_in(&policy("", ""), Some(ws.path()), &cmd);
+    let r = run_real_shells(&policy("", ""), Some(ws.path()), &cmd);
     assert!(s(&r, "stderr").contains("Permission denied"), "{r}");
     assert!(!target.exists(), "the loader ran a shell: {r}");
     // The loader itself runs (it must, for every dynamic program); it can
     // only map what is readable, such as the allowed program.
     let find = std::fs::canonicalize("/usr/bin/find").unwrap();
-    let r = run_in(
+    let r = run_real_shells(
         &policy("", ""),
         Some(ws.path()),
         &format!(
