@@ -482,7 +482,7 @@ fn the_repository_cannot_be_removed_in_any_spelling() {
             "guard.fs.rm-git",
         ),
         ("rm -rf .git/*", "guard.fs.rm-git"),
-        ("cd .git && rm -rf *", "guard.fs.rm-git"),
+        ("cd .git && rm -rf *", "guard.fs.rm-root"),
         ("cd .git/refs && rm -rf ../objects", "guard.fs.rm-git"),
         ("cd .git && rm -rf .", "guard.fs.rm-root"),
         ("mv .git old", "guard.fs.mv-git"),
