@@ -177,7 +177,7 @@ impl Interp<'_> {
             say(&format!("printf: `{n}': not a valid identifier"));
             return Ok(2);
         }
-        let (out, st) = printf_format(format, &args[i + 1..]);
+        let (out, st) = printf_format(format, &args[i + 1..], var.is_none());
         match var {
             Some((n, off)) => {
                 // A variable ends at a NUL byte, as in bash.
@@ -1529,8 +1529,11 @@ impl Cursor<'_> {
 }
 
 /// Runs a printf format over its arguments, reusing the format while
-/// arguments are left; the output and the status.
-fn printf_format(format: &str, args: &[String]) -> (Vec<u8>, i32) {
+/// arguments are left; the output and the status. `direct`: the output
+/// goes to standard output (not `-v`) and is written after each pass of the
+/// format, as bash's is, so a pass's complaints come before its output and
+/// after the previous pass's.
+fn printf_format(format: &str, args: &[String], direct: bool) -> (Vec<u8>, i32) {
     let mut out = Vec::new();
     let mut st = 0;
     let mut next = 0;
@@ -1738,6 +1741,10 @@ fn printf_format(format: &str, args: &[String]) -> (Vec<u8>, i32) {
                 }
             }
         }
+        if direct {
+            write_fd(1, &out);
+            out.clear();
+        }
         if !consumed || next >= args.len() {
             break;
         }
@@ -1751,7 +1758,7 @@ mod tests {
 
     fn pf(f: &str, args: &[&str]) -> String {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        String::from_utf8_lossy(&printf_format(f, &args).0).into_owned()
+        String::from_utf8_lossy(&printf_format(f, &args, false).0).into_owned()
     }
 
     #[test]

@@ -1280,7 +1280,14 @@ impl Interp<'_> {
                 }
             }
             let st = r?;
-            self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": started }));
+            // A pipeline stage's builtin is ordered by its fork, as the
+            // programs beside it are.
+            let at = if self.child {
+                self.forked_at.min(started)
+            } else {
+                started
+            };
+            self.report(serde_json::json!({ "b": argv, "o": c.offset, "c": st, "t": at }));
             return Ok(st);
         }
         let mut exec_path = None;

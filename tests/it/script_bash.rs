@@ -252,7 +252,12 @@ impl Gen {
                 self.r.pick(&["a", "line", "x", "^b", "[0-9]"]),
                 self.file()
             ),
-            9 => format!("wc {}", self.r.pick(&["-l", "-c", "-w"])),
+            9 =>
+            // Lines only: a shell's message may be in the input, and bash's
+            // carry `line N: ` where agent-rsh's do not.
+            {
+                "wc -l".to_string()
+            }
             10 => format!("sort {}", self.r.pick(&["", "-r", "-n", "-u"])),
             11 => format!("head -n {}", self.r.below(3) + 1),
             12 => format!("tail -n {}", self.r.below(3) + 1),
@@ -476,7 +481,9 @@ impl Gen {
                     "IFS=, read -r A B <<< 'x,y,z'; echo $A+$B",
                     "read A <<< 'back\\ slash\\'; echo \"$A\"",
                     "read -r A <<< 'back\\ slash'; echo \"$A\"",
-                    "cat b.txt | while IFS=: read -r k v; do echo \"$v-$k\"; done",
+                    // Not `cat b.txt`: the loop's output may be appended to b.txt,
+                    // and reading a file while writing it is a race in bash too.
+                    "printf 'b:2\\na:1\\n' | while IFS=: read -r k v; do echo \"$v-$k\"; done",
                 ])
                 .to_string(),
             10 => self
@@ -634,7 +641,12 @@ impl Gen {
     fn filter(&mut self) -> String {
         let f = match self.r.below(11) {
             0 => "cat".to_string(),
-            1 => format!("wc {}", self.r.pick(&["-l", "-c", "-w"])),
+            1 =>
+            // Lines only: a shell's message may be in the input, and bash's
+            // carry `line N: ` where agent-rsh's do not.
+            {
+                "wc -l".to_string()
+            }
             2 => format!("sort {}", self.r.pick(&["", "-r", "-n", "-u"])),
             3 => format!("tr {}", self.r.pick(&["a-z A-Z", "-d a", "a b"])),
             4 => format!("cut {}", self.r.pick(&["-c1-2", "-d: -f1", "-c2"])),
@@ -724,23 +736,35 @@ fn setup(dir: &Path) {
 
 /// Output as compared: the shells' own message prefixes are the only
 /// difference allowed.
+/// Both shells' message prefixes become `<SH>: `, wherever they stand in a
+/// line: an error can follow output printed without a newline (`echo -n`).
 fn normal(text: &str, _dir: &Path) -> String {
-    let t = text;
-    let mut out = String::new();
-    for line in t.split_inclusive('\n') {
-        let line = if let Some(rest) = line.strip_prefix("bash: line ") {
-            match rest.find(": ") {
-                Some(i) => format!("<SH>: {}", &rest[i + 2..]),
-                None => line.to_string(),
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (skip, len) = [
+            ("agent-rsh: line ", true),
+            ("bash: line ", true),
+            ("agent-rsh: ", false),
+            ("bash: ", false),
+        ]
+        .iter()
+        .filter_map(|&(p, numbered)| {
+            let at = rest.find(p)?;
+            let after = &rest[at + p.len()..];
+            if !numbered {
+                return Some((at, p.len()));
             }
-        } else if let Some(rest) = line.strip_prefix("bash: ") {
-            format!("<SH>: {rest}")
-        } else if let Some(rest) = line.strip_prefix("agent-rsh: ") {
-            format!("<SH>: {rest}")
-        } else {
-            line.to_string()
-        };
-        out.push_str(&line);
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            (digits > 0 && after[digits..].starts_with(": ")).then_some((at, p.len() + digits + 2))
+        })
+        .min_by_key(|&(at, len)| (at, std::cmp::Reverse(len)))
+        .unwrap_or((rest.len(), 0));
+        out.push_str(&rest[..skip]);
+        if len > 0 {
+            out.push_str("<SH>: ");
+        }
+        rest = &rest[skip + len..];
     }
     out
 }
@@ -784,7 +808,17 @@ fn run_bash(script: &str, dir: &Path) -> Outcome {
     let home = agent_home(dir);
     std::fs::create_dir_all(&home).unwrap();
     let out = Command::new("timeout")
-        .args(["60", "bash", "--norc", "--noprofile", "-c", script])
+        // Named agent-rsh ($0), bash's messages start as agent-rsh's do, so a
+        // script that filters its own errors (`|& grep ^b`) sees the same text.
+        .args([
+            "60",
+            "bash",
+            "--norc",
+            "--noprofile",
+            "-c",
+            script,
+            "agent-rsh",
+        ])
         .current_dir(dir)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
