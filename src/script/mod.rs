@@ -70,11 +70,12 @@ pub fn interpreter_program() -> PathBuf {
 /// Whether a simple command named `name` is the shell's business rather
 /// than a program's: builtins that change the shell's state (`cd`,
 /// `export`, `exit`, ...) and those agent-rsh refuses (`eval`, ...) go
-/// through the script path even when the string is one simple command, and
-/// so do `echo` and `printf`, whose escapes and formats differ from
-/// coreutils' (`echo -e '\101'`): a command means the same alone and in a
-/// script. `pwd`, `true`, `false`, `test` and `[` run as the programs when
-/// the policy allows them (the same output either way), else as builtins.
+/// through the script path even when the string is one simple command;
+/// `pwd`, `true`, `false`, `echo`, `printf`, `test` and `[` run as the
+/// programs when the policy allows them (so a command alone is judged and
+/// reported as that program, argument rules included), else as builtins.
+/// The programs and the builtins print the same, except where coreutils'
+/// `echo -e` and `printf` read escapes bash's do not (`echo -e '\101'`).
 pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
     let own_program = policy.commands.workspace && !policy.commands.allow.iter().any(|a| a == name);
     if verify::refused_builtin(name).is_some()
@@ -87,6 +88,8 @@ pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
     if !verify::BUILTINS.contains(&name) {
         return false;
     }
-    !matches!(name, "pwd" | "true" | "false" | "test" | "[")
-        || !policy.commands.allow.iter().any(|a| a == name)
+    !matches!(
+        name,
+        "pwd" | "true" | "false" | "echo" | "printf" | "test" | "["
+    ) || !policy.commands.allow.iter().any(|a| a == name)
 }

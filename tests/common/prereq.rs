@@ -169,7 +169,10 @@ pub fn ready(test: &str, needs_root: bool, programs: &[&str]) -> bool {
 pub fn pytest_venv() -> Result<PathBuf, String> {
     let venv = tmp_dir("pytest").join("venv");
     let stamp = venv.join(".agent-rsh-installed");
-    if stamp.exists() {
+    // The stamp names the venv's own path: a venv's scripts start with its
+    // absolute path, so one copied with a build directory is made again.
+    let mark = format!("pytest {}", venv.display());
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == mark) {
         return Ok(venv);
     }
     run(Command::new("/usr/bin/python3")
@@ -184,6 +187,6 @@ pub fn pytest_venv() -> Result<PathBuf, String> {
         "--disable-pip-version-check",
         "pytest",
     ]))?;
-    std::fs::write(&stamp, "pytest").unwrap();
+    std::fs::write(&stamp, mark).unwrap();
     Ok(venv)
 }

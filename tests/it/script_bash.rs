@@ -350,7 +350,9 @@ impl Gen {
                     "echo -ne 'r'",
                     "echo -- -n",
                     "echo -x y",
-                    "echo -e 'tab\\there \\x4a\\x4B \\101'",
+                    // Two commands, so the second is always the builtin: alone, an
+                    // allowed echo is coreutils', which reads `\101` as octal.
+                    "echo -e 'tab\\there \\x4a\\x4B \\0101'; echo -e 'x \\101'",
                 ])
                 .to_string(),
             1 => {
