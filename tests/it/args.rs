@@ -179,7 +179,8 @@ fn wrappers_are_checked_inside_out() {
     );
     assert!(ws.path().join("keep").exists());
 
-    // env -S splits its string and the inner command is judged: sh is not allowed.
+    // env -S splits its string and the inner command is judged: sh is the
+    // checked interpreter, and the `id` it would start is not allowed.
     let (r, code) = run_json(Some(&p), None, "env -S 'sh -c id'");
     assert_eq!(code, Some(126), "{r}");
     assert_eq!(r["denial"]["rule"], "command.not-allowed");
@@ -187,7 +188,7 @@ fn wrappers_are_checked_inside_out() {
         r["denial"]["reason"]
             .as_str()
             .unwrap()
-            .contains("started by `env`"),
+            .contains("`id` is not on the policy's allowlist (it would be started by `sh`)"),
         "{r}"
     );
 

@@ -1132,14 +1132,16 @@ fn a_script_warns_only_when_its_interpreter_cannot_execute() {
         !r["warnings"].as_array().unwrap().iter().any(is_warning),
         "{r}"
     );
-    // It is not: the warning names the interpreter, and the kernel refuses.
+    // It is not: the script is judged as its interpreter would start it, and
+    // refused before anything runs, naming the interpreter.
     let p = policy(&body(""));
     let r = run(&p);
-    assert_ne!(r["exitCode"], 0, "{r}");
-    let w = r["warnings"].as_array().unwrap();
+    assert_eq!(r["status"], "denied", "{r}");
     assert!(
-        w.iter()
-            .any(|w| is_warning(w) && w.as_str().unwrap().contains("/usr/bin/python3")),
+        r["denial"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("/usr/bin/python3"),
         "{r}"
     );
 }
