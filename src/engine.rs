@@ -159,12 +159,12 @@ pub fn execute(
     };
     let mut envp = plan.envp(state.as_deref().unwrap_or(ws.root()));
     if let Some(dir) = &state {
-        // What Python and pytest would otherwise write into the tree.
+        // What Python would otherwise write into the tree. Only where a
+        // tool writes: PYTEST_ADDOPTS is not set, since options added there
+        // change what pytest runs (`-p no:cacheprovider` with
+        // `--strict-config` ends in "no tests ran").
         let d = dir.display();
-        for (k, v) in [
-            ("PYTHONPYCACHEPREFIX", format!("{d}/.cache/pycache")),
-            ("PYTEST_ADDOPTS", format!("-o cache_dir={d}/.cache/pytest")),
-        ] {
+        for (k, v) in [("PYTHONPYCACHEPREFIX", format!("{d}/.cache/pycache"))] {
             if !envp.iter().any(|(name, _)| name == k) {
                 envp.push((k.to_string(), v));
             }

@@ -162,7 +162,7 @@ impl RunResult {
     pub fn ending_line(&self) -> Option<String> {
         match self.status {
             Status::TimedOut => Some(format!(
-                "agent-rsh: timed out after {} ms; the process tree was killed",
+                "agent-rsh: timed out after {} ms; the process tree was killed (limits.timeout_ms bounds a run; start longer work as a background job with `agent-rsh spawn` and read it with `agent-rsh output`)",
                 self.duration_ms
             )),
             Status::Interrupted => Some(format!(

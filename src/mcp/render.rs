@@ -21,7 +21,7 @@ pub fn render_text(r: &RunResult, mcp: &McpPolicy, nonce: &str) -> String {
         Status::TimedOut => {
             let _ = write!(
                 t,
-                "timed out after {d} ms; the process tree was killed (ask for less work or a longer timeoutMs, up to the policy's limit)"
+                "timed out after {d} ms; the process tree was killed (ask for less work or a longer timeoutMs, up to the policy's limit; start longer work with the spawn tool and read it with output)"
             );
         }
         Status::Interrupted => {

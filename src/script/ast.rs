@@ -102,6 +102,13 @@ pub enum Command {
         arms: Vec<CaseArm>,
         redirects: Vec<Redirect>,
     },
+    /// `NAME() BODY` or `function NAME BODY`: defines NAME when it runs.
+    /// The body's redirections are its own, applied at each call.
+    Function {
+        offset: usize,
+        name: String,
+        body: Box<Command>,
+    },
 }
 
 impl Command {
@@ -113,7 +120,8 @@ impl Command {
             | Command::If { offset, .. }
             | Command::While { offset, .. }
             | Command::For { offset, .. }
-            | Command::Case { offset, .. } => *offset,
+            | Command::Case { offset, .. }
+            | Command::Function { offset, .. } => *offset,
         }
     }
 
@@ -126,6 +134,7 @@ impl Command {
             | Command::While { redirects, .. }
             | Command::For { redirects, .. }
             | Command::Case { redirects, .. } => redirects,
+            Command::Function { .. } => &[],
         }
     }
 }
@@ -375,7 +384,7 @@ pub fn each_simple<'a>(script: &'a Script, list: &'a List, f: &mut dyn FnMut(&'a
     }
 }
 
-fn each_simple_command<'a>(
+pub fn each_simple_command<'a>(
     script: &'a Script,
     c: &'a Command,
     f: &mut dyn FnMut(&'a SimpleCommand),
@@ -463,6 +472,9 @@ fn each_simple_command<'a>(
                 each_simple(script, &a.body, f);
             }
             words_of_redirects(redirects, f);
+        }
+        Command::Function { body, .. } => {
+            each_simple_command(script, body, f);
         }
     }
 }

@@ -79,10 +79,7 @@ impl Interp<'_> {
                     1
                 }
             }),
-            "local" => {
-                say("local: can only be used in a function");
-                Ok(1)
-            }
+            "local" => self.local(c, args, offsets),
             "declare" | "typeset" => self.declare(c, argv, offsets),
             _ => Ok(0),
         }
@@ -504,6 +501,9 @@ impl Interp<'_> {
         if KEYWORDS.contains(&name) {
             return Some(("keyword", None));
         }
+        if self.functions.contains_key(name) {
+            return Some(("function", None));
+        }
         if is_builtin(name) {
             return Some(("builtin", None));
         }
@@ -741,6 +741,8 @@ fn describe(name: &str, kind: &str, path: Option<&Path>) -> String {
     match (kind, path) {
         ("keyword", _) => format!("{name} is a shell keyword"),
         ("builtin", _) => format!("{name} is a shell builtin"),
+        // bash prints the body too.
+        ("function", _) => format!("{name} is a function"),
         (_, Some(p)) => format!("{name} is {}", p.display()),
         _ => name.to_string(),
     }

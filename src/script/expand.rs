@@ -539,6 +539,16 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
     };
     // The operand's segments, in the quoting of the whole expansion.
     let operand = |sh: &mut dyn Shell, segs: &mut Vec<Seg>| -> Result<(), ExpandError> {
+        // Inside double quotes the expansion is a field even when the
+        // operand is empty (`[ -n "${X:-}" ]` has two arguments).
+        if p.quoted {
+            segs.push(Seg {
+                text: String::new(),
+                quoted: true,
+                split: false,
+                brk: false,
+            });
+        }
         let Some(arg) = &p.arg else { return Ok(()) };
         for mut s in expand_segs(arg, Tilde::Word, sh)? {
             if p.quoted {

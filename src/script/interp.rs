@@ -160,6 +160,17 @@ struct Interp<'s> {
     positional: Vec<String>,
     /// Nesting of `source`: where `return` is allowed.
     sourcing: u32,
+    /// The functions defined so far, with the script file each was read
+    /// from (None: the command string, whose ids the static check knows).
+    functions: HashMap<String, Rc<Function>>,
+    /// One entry per function call running: the variables `local` saved.
+    locals: Vec<Vec<(String, Option<Var>)>>,
+}
+
+/// A defined function: its body and where it was read.
+struct Function {
+    body: Command,
+    frame: Option<Rc<Frame>>,
 }
 
 /// What a new shell starts with.
@@ -438,6 +449,8 @@ impl<'s> Interp<'s> {
             frame: None,
             positional: vec!["agent-rsh".into()],
             sourcing: 0,
+            functions: HashMap::new(),
+            locals: Vec::new(),
         })
     }
 }
@@ -709,6 +722,15 @@ impl Interp<'_> {
     fn exec_command(&mut self, c: &Command, tail: bool) -> R<i32> {
         match c {
             Command::Simple(s) => self.exec_simple(s, tail),
+            Command::Function { name, body, .. } => {
+                let f = Function {
+                    body: (**body).clone(),
+                    frame: self.frame.clone(),
+                };
+                self.functions.insert(name.clone(), Rc::new(f));
+                self.status = 0;
+                Ok(0)
+            }
             Command::Subshell {
                 body, redirects, ..
             } => {
@@ -1250,6 +1272,9 @@ impl Interp<'_> {
             }
         }
         let name = argv[0].clone();
+        if !exec && let Some(f) = self.functions.get(&name).cloned() {
+            return self.call_function(c, &f, &argv, assigns);
+        }
         if verify::BUILTINS.contains(&name.as_str()) && !(exec && verify::program_backed(&name)) {
             let started = now_ns();
             // Prefix assignments hold for the builtin only.
@@ -1520,7 +1545,17 @@ impl Interp<'_> {
             return Ok(Some(self.script_call_shell(argv)));
         }
         if !name.contains('/') {
-            return Ok(None);
+            // Under `commands.workspace`, a name whose first hit on PATH is
+            // in the workspace (an activated virtualenv's `pip`, `python`)
+            // is that file, as in bash: judged by what it is.
+            return match self.path_in_workspace(name) {
+                Some(p) => {
+                    let mut a = argv.to_vec();
+                    a[0] = p.display().to_string();
+                    self.script_call(c, &a)
+                }
+                None => Ok(None),
+            };
         }
         // A file named by path: its first line decides. Anything else
         // (a directory, a binary, nothing there) is the program path's
@@ -1601,6 +1636,23 @@ impl Interp<'_> {
             }
             Shebang::Binary => Ok(None),
         }
+    }
+
+    /// Under `commands.workspace`: the file `name` names when the first
+    /// directory of PATH that holds it lies in the workspace.
+    fn path_in_workspace(&self, name: &str) -> Option<PathBuf> {
+        if !self.policy.commands.workspace {
+            return None;
+        }
+        let path = self.var("PATH").unwrap_or_default();
+        for d in path.split(':').filter(|d| !d.is_empty()) {
+            let dir = self.cwd.join(d);
+            let p = dir.join(name);
+            if std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {
+                return self.inside_workspace(&dir).then_some(p);
+            }
+        }
+        None
     }
 
     /// Whether a file's real path lies in the workspace.
@@ -1742,6 +1794,106 @@ impl Interp<'_> {
         r
     }
 
+    /// A call of a function: its body in this shell, with the call's
+    /// arguments as the positional parameters (`$0` stays), the prefix
+    /// assignments for the call only, and the variables `local` made
+    /// restored after it. The body's commands are checked as they run.
+    fn call_function(
+        &mut self,
+        c: &SimpleCommand,
+        f: &Function,
+        argv: &[String],
+        assigns: Vec<(String, String)>,
+    ) -> R<i32> {
+        const MAX_DEPTH: usize = 1000;
+        if self.locals.len() >= MAX_DEPTH {
+            say(&format!(
+                "{}: maximum function nesting level exceeded ({MAX_DEPTH})",
+                argv[0]
+            ));
+            return Err(Unwind::Fatal);
+        }
+        let saved: Vec<(String, Option<Var>)> = assigns
+            .iter()
+            .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
+            .collect();
+        for (k, v) in assigns {
+            self.set_var(&k, v);
+        }
+        let mut p = vec![self.positional[0].clone()];
+        p.extend(argv[1..].iter().cloned());
+        let positional = std::mem::replace(&mut self.positional, p);
+        let frame = std::mem::replace(&mut self.frame, f.frame.clone());
+        self.locals.push(Vec::new());
+        let r = self.with_redirects(&c.redirects, |me| me.exec_command(&f.body, false));
+        let locals = self.locals.pop().unwrap_or_default();
+        for (k, old) in locals.into_iter().rev().chain(saved) {
+            match old {
+                Some(v) => {
+                    self.vars.insert(k, v);
+                }
+                None => {
+                    self.vars.remove(&k);
+                }
+            }
+        }
+        self.frame = frame;
+        self.positional = positional;
+        let st = match r {
+            Err(Unwind::Return(st)) => st,
+            other => other?,
+        };
+        self.status = st;
+        Ok(st)
+    }
+
+    /// `local NAME[=VALUE]...`: in a function, the names are saved for the
+    /// call's end and set (to no value without `=`).
+    fn local(&mut self, c: &SimpleCommand, args: &[String], offsets: &[usize]) -> R<i32> {
+        if self.locals.is_empty() {
+            say("local: can only be used in a function");
+            return Ok(1);
+        }
+        let mut st = 0;
+        for (i, a) in args.iter().enumerate() {
+            let off = offsets.get(i + 1).copied().unwrap_or(c.offset);
+            let (n, v) = match a.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (a.as_str(), None),
+            };
+            if n.starts_with('-') && v.is_none() {
+                continue;
+            }
+            if !crate::lex::is_identifier(n) {
+                say(&format!("local: `{a}': not a valid identifier"));
+                st = 1;
+                continue;
+            }
+            if let Err(d) = verify::screen_name(&self.policy, n, off) {
+                return Err(self.deny(d));
+            }
+            let old = self.vars.get(n).cloned();
+            if let Some(scope) = self.locals.last_mut()
+                && !scope.iter().any(|(k, _)| k == n)
+            {
+                scope.push((n.to_string(), old.clone()));
+            }
+            match v {
+                Some(v) => self.set_var(n, v),
+                None => {
+                    self.vars.insert(
+                        n.to_string(),
+                        Var {
+                            value: None,
+                            exported: false,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(st)
+    }
+
     /// `source FILE ARGS`: the file's commands in this shell.
     fn run_source(
         &mut self,
@@ -1842,6 +1994,10 @@ impl Interp<'_> {
         self.loop_depth = 0;
         self.errexit_ignored = 0;
         self.sourcing = 0;
+        // A new shell knows no function of its parent's (bash's `export -f`
+        // is not supported).
+        self.functions.clear();
+        self.locals.clear();
         self.positional = shell.positional;
         self.run_text(shell.name, text)
     }
@@ -1876,7 +2032,7 @@ impl Interp<'_> {
                         }
                     },
                 };
-                if self.sourcing == 0 {
+                if self.sourcing == 0 && self.locals.is_empty() {
                     say("return: can only `return' from a function or sourced script");
                     return Ok(1);
                 }
@@ -1966,8 +2122,17 @@ impl Interp<'_> {
             }
             "export" | "unset" => {
                 let mut st = 0;
+                let mut functions = false;
                 for (i, a) in args.iter().enumerate() {
                     if argv[0] == "unset" && a == "-v" {
+                        continue;
+                    }
+                    if argv[0] == "unset" && a == "-f" {
+                        functions = true;
+                        continue;
+                    }
+                    if functions {
+                        self.functions.remove(a);
                         continue;
                     }
                     let (n, v) = match a.split_once('=') {

@@ -223,6 +223,9 @@ struct Parser<'a, 'r> {
     next_id: usize,
     depth: usize,
     peeked: Option<Tok>,
+    /// `NAME (` `)` just read by parse_simple: the function's name and
+    /// offset; its body comes next.
+    function: Option<(String, usize)>,
 }
 
 fn err(rule: &'static str, offset: usize, reason: String, hint: &'static str) -> LexError {
@@ -287,6 +290,7 @@ impl<'a, 'r> Parser<'a, 'r> {
             next_id,
             depth: 0,
             peeked: None,
+            function: None,
         }
     }
 
@@ -1575,12 +1579,27 @@ impl<'a, 'r> Parser<'a, 'r> {
                         return Err(self.unexpected());
                     }
                     "function" => {
-                        return Err(err(
-                            "syntax.function",
-                            at,
-                            "function definitions are not supported".into(),
-                            "write the commands out, or put them in a script file run by an allowed interpreter",
-                        ));
+                        self.next()?;
+                        let name = match self.next()?.kind {
+                            TokKind::Word(w) => function_name(&w),
+                            _ => None,
+                        };
+                        let Some(name) = name else {
+                            return Err(err(
+                                SYNTAX,
+                                at,
+                                "`function` needs a name (letters, digits, `_`, `-`, `.`)".into(),
+                                "write `function NAME { ...; }` or `NAME() { ...; }`",
+                            ));
+                        };
+                        if self.peek_op()? == Some(Op::LParen) {
+                            self.next()?;
+                            if self.peek_op()? != Some(Op::RParen) {
+                                return Err(self.unexpected());
+                            }
+                            self.next()?;
+                        }
+                        self.parse_function_body(at, name)?
                     }
                     "[[" => {
                         let c = self.parse_cond(at)?;
@@ -1596,10 +1615,10 @@ impl<'a, 'r> Parser<'a, 'r> {
                             "write the commands out without it",
                         ));
                     }
-                    _ => Command::Simple(self.parse_simple()?),
+                    _ => self.parse_simple_or_function()?,
                 }
             }
-            TokKind::Word(_) | TokKind::IoNumber(_) => Command::Simple(self.parse_simple()?),
+            TokKind::Word(_) | TokKind::IoNumber(_) => self.parse_simple_or_function()?,
             TokKind::Op(op) if op.is_redirect() => Command::Simple(self.parse_simple()?),
             _ => return Err(self.unexpected()),
         };
@@ -1615,6 +1634,39 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
         self.leave();
         Ok(cmd)
+    }
+
+    /// A simple command, or the function definition it turned out to be.
+    fn parse_simple_or_function(&mut self) -> Result<Command, LexError> {
+        let c = self.parse_simple()?;
+        match self.function.take() {
+            Some((name, at)) => self.parse_function_body(at, name),
+            None => Ok(Command::Simple(c)),
+        }
+    }
+
+    /// The body of a function: a compound command, after any newlines.
+    fn parse_function_body(&mut self, at: usize, name: String) -> Result<Command, LexError> {
+        self.skip_newlines()?;
+        let body = self.parse_command()?;
+        if let Command::Simple(s) = &body
+            && !s
+                .words
+                .first()
+                .is_some_and(|w| w.is_bare("[[") || w.is_bare("(("))
+        {
+            return Err(err(
+                SYNTAX,
+                s.offset,
+                format!("the body of function `{name}` is not a compound command"),
+                "write the body in braces: `NAME() { ...; }`",
+            ));
+        }
+        Ok(Command::Function {
+            offset: at,
+            name,
+            body: Box::new(body),
+        })
     }
 
     fn parse_if(&mut self, at: usize) -> Result<Command, LexError> {
@@ -1976,12 +2028,22 @@ impl<'a, 'r> Parser<'a, 'r> {
                             continue;
                         }
                         if self.peek_op()? == Some(Op::LParen) {
-                            return Err(err(
-                                "syntax.function",
-                                tok.at,
-                                "function definitions are not supported".into(),
-                                "write the commands out, or put them in a script file run by an allowed interpreter",
-                            ));
+                            // `NAME ( )`: a function definition.
+                            let name = match cmd.redirects.is_empty() && cmd.assignments.is_empty()
+                            {
+                                true => function_name(&w),
+                                false => None,
+                            };
+                            let Some(name) = name else {
+                                return Err(self.unexpected());
+                            };
+                            self.next()?;
+                            if self.peek_op()? != Some(Op::RParen) {
+                                return Err(self.unexpected());
+                            }
+                            self.next()?;
+                            self.function = Some((name, tok.at));
+                            return Ok(cmd);
                         }
                     }
                     cmd.words.push(w);
@@ -2087,6 +2149,36 @@ fn special_param(at: usize, c: u8) -> LexError {
         _ => "$-",
     };
     unsupported(at, what, "write the value itself")
+}
+
+/// A function's name as bash takes it: an unquoted word with no `$`, `/`
+/// or `=`, not a reserved word.
+fn function_name(w: &Word) -> Option<String> {
+    let t = bare_text(w)?;
+    let ok = !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '@' | '+'))
+        && !t.starts_with(|c: char| c.is_ascii_digit())
+        && !matches!(
+            t,
+            "if" | "then"
+                | "else"
+                | "elif"
+                | "fi"
+                | "do"
+                | "done"
+                | "case"
+                | "esac"
+                | "while"
+                | "until"
+                | "for"
+                | "in"
+                | "function"
+                | "select"
+                | "time"
+                | "coproc"
+        );
+    ok.then(|| t.to_string())
 }
 
 /// The text of a word that is one unquoted literal.

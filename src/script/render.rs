@@ -154,6 +154,10 @@ pub fn command(s: &Script, c: &Command, out: &mut String) {
             }
             out.push_str("esac");
         }
+        Command::Function { name, body: b, .. } => {
+            let _ = write!(out, "{name} () ");
+            command(s, b, out);
+        }
     }
     for r in c.redirects() {
         out.push(' ');
@@ -540,6 +544,10 @@ fn v_command(c: &Command, src: &str, out: &mut String) -> Option<()> {
                 out.push_str(if a.fall_through { ";& " } else { ";; " });
             }
             out.push_str("esac");
+        }
+        Command::Function { name, body, .. } => {
+            let _ = write!(out, "{name} () ");
+            v_command(body, src, out)?;
         }
     }
     v_redirects(c.redirects(), src, out)

@@ -11,7 +11,7 @@ use super::expand;
 use crate::check::{self, Denial, DenialKind, judge};
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 /// What the static check knows about one simple command, by id.
@@ -242,6 +242,65 @@ struct Verifier<'p> {
     cache: HashMap<String, Result<PathBuf, Denial>>,
     out: Verified,
     explain: bool,
+    /// The names the script defines as functions: a call to one runs the
+    /// body, whose commands are checked where they stand.
+    functions: HashSet<String>,
+    /// The script sources a file (`source`, `.`), which may define
+    /// functions: a name not on the allowlist is judged when it runs.
+    sources: bool,
+}
+
+/// The functions a script defines (in its lists, not inside command
+/// substitutions) and the ids of the simple commands in their bodies.
+fn functions_of(script: &Script) -> (HashSet<String>, Vec<usize>) {
+    fn list(s: &Script, l: &List, out: &mut (HashSet<String>, Vec<usize>)) {
+        for ao in l {
+            for p in std::iter::once(&ao.first).chain(ao.rest.iter().map(|(_, p)| p)) {
+                for st in &p.stages {
+                    command(s, &st.command, out);
+                }
+            }
+        }
+    }
+    fn command(s: &Script, c: &Command, out: &mut (HashSet<String>, Vec<usize>)) {
+        match c {
+            Command::Simple(_) => {}
+            Command::Subshell { body, .. } | Command::Group { body, .. } => list(s, body, out),
+            Command::If {
+                branches,
+                otherwise,
+                ..
+            } => {
+                for (c, b) in branches {
+                    list(s, c, out);
+                    list(s, b, out);
+                }
+                if let Some(o) = otherwise {
+                    list(s, o, out);
+                }
+            }
+            Command::While {
+                condition, body, ..
+            } => {
+                list(s, condition, out);
+                list(s, body, out);
+            }
+            Command::For { body, .. } => list(s, body, out),
+            Command::Case { arms, .. } => {
+                for a in arms {
+                    list(s, &a.body, out);
+                }
+            }
+            Command::Function { name, body, .. } => {
+                out.0.insert(name.clone());
+                each_simple_command(s, body, &mut |c| out.1.push(c.id));
+                command(s, body, out);
+            }
+        }
+    }
+    let mut out = (HashSet::new(), Vec::new());
+    list(script, &script.body, &mut out);
+    out
 }
 
 /// Checks every simple command of the script.
@@ -256,9 +315,18 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
             ..Default::default()
         },
         explain,
+        functions: HashSet::new(),
+        sources: false,
     };
+    let (functions, in_bodies) = functions_of(script);
+    v.functions = functions;
     let mut cmds = Vec::new();
     each_simple(script, &script.body, &mut |c| cmds.push(c));
+    v.sources = cmds.iter().any(|c| {
+        c.words
+            .first()
+            .is_some_and(|w| w.is_bare("source") || w.is_bare("."))
+    });
     for_each_param_assignment(script, &mut |name, offset| {
         if let Err(d) = screen_name(policy, name, offset) {
             v.out.stages.push(StageVerdict {
@@ -275,6 +343,13 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
     });
     for c in cmds {
         v.command(script, c);
+    }
+    // A body runs where it is called, not where it is defined: its
+    // commands are judged again then, from the directory of the call.
+    for id in in_bodies {
+        if let Some(Some(r)) = v.out.resolved.get_mut(id) {
+            r.checked = false;
+        }
     }
     v.out
 }
@@ -383,6 +458,7 @@ fn for_each_param_assignment(script: &Script, f: &mut dyn FnMut(&str, usize)) {
                 }
                 redirects(r, f);
             }
+            Command::Function { body, .. } => command(body, f),
         }
     }
     list(&script.body, f);
@@ -499,6 +575,14 @@ impl Verifier<'_> {
         };
         let name_offset = words[0].offset;
         verdict.argv = argv.clone();
+        if !exec && self.functions.contains(&name) {
+            // A function of the script: its body was checked where it is
+            // defined; the call may change the directory.
+            verdict.kind = "function";
+            self.push(verdict);
+            self.after(c, None);
+            return;
+        }
         if exec
             && !program_backed(&name)
             && (BUILTINS.contains(&name.as_str()) || refused_builtin(&name).is_some())
@@ -548,7 +632,11 @@ impl Verifier<'_> {
             Ok(p) => p,
             // `commands.workspace`: a name the policy does not list may be
             // the project's own program, found on PATH when it runs.
-            Err(d) if self.policy.commands.workspace && d.rule == "command.not-allowed" => {
+            // And a sourced file may define it as a function.
+            Err(d)
+                if (self.policy.commands.workspace || self.sources)
+                    && d.rule == "command.not-allowed" =>
+            {
                 verdict.verdict = "atRunTime";
                 self.push(verdict);
                 return;
@@ -673,6 +761,10 @@ impl Verifier<'_> {
                         ),
                         0,
                     ));
+                }
+                // `unset -f NAME`: functions, not variables.
+                if name == "unset" && argv.get(1).is_some_and(|a| a == "-f") {
+                    return Ok(());
                 }
                 for (i, a) in argv.iter().enumerate().skip(1) {
                     if a.starts_with('-') {

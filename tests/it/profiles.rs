@@ -171,10 +171,30 @@ fn the_coding_profile_runs_make_npm_and_pytest_and_leaves_the_repository_clean()
         ),
         (
             "pyproject.toml",
-            "[tool.pytest.ini_options]\npythonpath = [\".\"]\n",
+            "[tool.pytest.ini_options]\npythonpath = [\".\"]\naddopts = \"--strict-config\"\n",
         ),
     ]);
-    passes(&with_venv, r.path(), "pytest -q", "1 passed");
+    // Nothing is added to pytest's options: a --strict-config project run
+    // without the cache plugin passes, and leaves nothing behind.
+    passes(
+        &with_venv,
+        r.path(),
+        "pytest -q -p no:cacheprovider",
+        "1 passed",
+    );
+    // With the cache, pytest writes .pytest_cache where it always does;
+    // it holds its own .gitignore, so `git status` stays clean.
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&with_venv)
+        .arg("--workspace")
+        .arg(r.path())
+        .arg("pytest -q")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exitCode"], 0, "{v}");
+    assert_eq!(git(r.path(), &["status", "--porcelain"]), "");
 }
 
 #[test]
@@ -195,4 +215,28 @@ fn the_ci_profile_runs_a_makefile_with_the_network_allowed() {
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!r["stdout"].as_str().unwrap().contains("npm_config_offline"));
+}
+
+/// The coding profile commits with a default identity a call can replace,
+/// gives a test suite ten minutes, and has the small tools builds use.
+#[test]
+fn the_coding_profile_commits_with_its_identity_and_has_the_build_tools() {
+    if !common::ready("coding profile: git identity", false, &["git"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let text = std::fs::read_to_string(&coding).unwrap();
+    assert!(text.contains("timeout_ms = 600000"), "{text}");
+    let r = repo(&[("a.txt", "a\n")]);
+    std::fs::write(r.path().join("a.txt"), "b\n").unwrap();
+    passes(
+        &coding,
+        r.path(),
+        "git commit -qam mine && GIT_AUTHOR_NAME=Alice git commit -q --allow-empty -m hers \
+         && git log -2 --format='%an <%ae>' && sleep 0 && timeout 5 nproc >/dev/null \
+         && uname -s && expr 2 + 3 && cmp a.txt a.txt && chmod 644 a.txt && echo tools-ok",
+        // As the JSON text shows it.
+        r"Alice <agent-rsh@localhost>\nagent-rsh <agent-rsh@localhost>\nLinux\n5\ntools-ok\n",
+    );
 }

@@ -235,3 +235,122 @@ t("unlink", lambda: os.unlink("/.agent-rsh/job.json"))
         assert!(text.contains("direct errno 13"), "uid {uid}: {r}");
     }
 }
+
+/// Functions behave as bash's: parameters, `local`, `return`, `$#`,
+/// redirections of the body, `unset -f`, in the command string and in a
+/// sourced file. Compared with bash's own output on the same text.
+#[test]
+fn functions_run_as_in_bash() {
+    let p = policy(POLICY);
+    let lib = "greet() {\n  local who=${1:-nobody}\n  echo \"hi $who ($#)\"\n  return 4\n}\n";
+    let cases = [
+        "f() { echo \"$1-$2 $#\"; }; f a b; f; echo \"$0 ${1:-none}\"",
+        "x=g; f() { local x=l; echo $x; }; f; echo $x",
+        "f() { return 3; echo no; }; f; echo st=$?",
+        "function g { echo in-g; } ; g && type -t g",
+        "f() { echo body; } > out.txt; f; cat out.txt",
+        "f() { echo once; }; f; unset -f f; type -t f || echo gone",
+        "count() { if [ \"$1\" -gt 0 ]; then echo $1; count $(( $1 - 1 )); fi; }; count 3",
+        ". ./lib.sh; greet; greet you; echo st=$?",
+        "f() { [ -n \"${X:-}\" ] && echo set || echo unset; }; f; X=1 f; f",
+        "f() { echo \"[$*]\"; shift; echo \"[$@]\"; }; f a b c",
+    ];
+    for cmd in cases {
+        let ws = workspace(&[("lib.sh", lib)]);
+        let bash = std::process::Command::new("bash")
+            .args(["--norc", "-c", cmd])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let want = String::from_utf8_lossy(&bash.stdout).replace("bash", "agent-rsh");
+        let ws = workspace(&[("lib.sh", lib)]);
+        let r = run_json(&p.path, ws.path(), cmd);
+        assert_eq!(r["stdout"].as_str().unwrap(), want, "{cmd}: {r}");
+        assert_eq!(r["exitCode"], bash.status.code().unwrap(), "{cmd}: {r}");
+    }
+}
+
+/// A function's body is checked like any command: a refused command in it
+/// refuses the script before anything runs, and a command judged from the
+/// directory of the call (`rm -rf *` called at the workspace root).
+#[test]
+fn a_functions_body_is_checked_where_it_stands_and_at_each_call() {
+    let p = policy("[commands]\nallow = [\"echo\", \"rm\", \"touch\", \"mkdir\"]\n");
+    let ws = workspace(&[]);
+    std::fs::write(ws.path().join("keep"), "").unwrap();
+    let r = run_json(&p.path, ws.path(), "touch made; f() { id; }; echo never");
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed", "{r}");
+    assert!(!ws.path().join("made").exists());
+    // Defined in a subdirectory, called at the root: judged at the call.
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "mkdir -p sub && cd sub && f() { rm -rf $1; }; f x; cd .. && f .",
+    );
+    assert_eq!(r["exitCode"], 126, "{r}");
+    assert_eq!(r["denial"]["rule"], "guard.fs.rm-root", "{r}");
+    let ran: Vec<&str> = r["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["argv"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, ["mkdir", "cd", "rm", "cd"], "{r}");
+    assert!(ws.path().join("keep").exists(), "{r}");
+    // A function may not lend its name to a program: calling it by a
+    // path, or after `unset -f`, is the program's business.
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "id() { echo mine; }; id; unset -f id; id",
+    );
+    assert_eq!(r["stdout"], "mine\n", "{r}");
+    assert_eq!(r["exitCode"], 126, "{r}");
+}
+
+/// The virtualenv loop an agent types: make a venv, activate it (a sourced
+/// file that defines `deactivate`), use its pip and python by name, and
+/// deactivate, under the coding profile as `policy init` writes it.
+#[test]
+fn a_virtualenv_is_made_activated_used_and_deactivated() {
+    if !common::ready(
+        "a_virtualenv_is_made_activated_used_and_deactivated",
+        false,
+        &["python3"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = dir.path().join("coding.toml");
+    let out = agent()
+        .args(["policy", "init", "--profile", "coding"])
+        .arg(&coding)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ws = workspace(&[]);
+    let r = run_json(
+        &coding,
+        ws.path(),
+        "python3 -m venv .venv && . .venv/bin/activate && echo \"venv=$VIRTUAL_ENV\" \
+         && pip --version && python -c 'import sys; print(sys.prefix)' \
+         && type -t deactivate && deactivate && echo \"after=${VIRTUAL_ENV:-none}\"",
+    );
+    assert_eq!(r["exitCode"], 0, "{r}");
+    let out = r["stdout"].as_str().unwrap();
+    let venv = ws.path().canonicalize().unwrap().join(".venv");
+    let venv = venv.display();
+    assert!(out.contains(&format!("venv={venv}\n")), "{r}");
+    assert!(
+        out.contains(&format!("from {venv}/lib/")),
+        "pip is the venv's: {r}"
+    );
+    assert!(
+        out.contains(&format!("\n{venv}\n")),
+        "python is the venv's: {r}"
+    );
+    assert!(out.contains("function\n"), "{r}");
+    assert!(out.ends_with("after=none\n"), "{r}");
+    assert!(r["refusals"].as_array().is_none_or(|a| a.is_empty()), "{r}");
+}
