@@ -1544,6 +1544,18 @@ impl Interp<'_> {
         if scripts::interpreted(&self.policy, name) {
             return Ok(Some(self.script_call_shell(argv)));
         }
+        if name == "npx"
+            && let Some(a) = self.npx_installed(argv)
+        {
+            return Ok(Some(match self.script_call(c, &a)? {
+                Some(call) => call,
+                None => Call::Program {
+                    offsets: vec![c.offset; a.len()],
+                    argv: a,
+                    exec: None,
+                },
+            }));
+        }
         if !name.contains('/') {
             // Under `commands.workspace`, a name whose first hit on PATH is
             // in the workspace (an activated virtualenv's `pip`, `python`)
@@ -1653,6 +1665,44 @@ impl Interp<'_> {
             }
         }
         None
+    }
+
+    /// `npx [-y|--no-install|--offline|-q] NAME ARGS` under
+    /// `commands.workspace`, NAME installed in the nearest
+    /// `node_modules/.bin` from the shell's directory up to the workspace
+    /// root: that program's argv, as npx would run it. npx never downloads
+    /// here: anything else is npx itself, judged by its rules.
+    fn npx_installed(&self, argv: &[String]) -> Option<Vec<String>> {
+        if !self.policy.commands.workspace {
+            return None;
+        }
+        let mut i = 1;
+        while let Some(a) = argv.get(i) {
+            match a.as_str() {
+                "-y" | "--yes" | "--no" | "--no-install" | "--offline" | "-q" | "--quiet" => i += 1,
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                _ => break,
+            }
+        }
+        let name = argv.get(i)?;
+        if name.is_empty() || name.starts_with('-') || name.contains(['/', '@']) {
+            return None;
+        }
+        let mut dir = self.cwd.clone();
+        loop {
+            let p = dir.join("node_modules/.bin").join(name);
+            if p.is_file() && self.inside_workspace(&dir) {
+                let mut out = vec![p.display().to_string()];
+                out.extend(argv[i + 1..].iter().cloned());
+                return Some(out);
+            }
+            if !dir.pop() || !self.inside_workspace(&dir) {
+                return None;
+            }
+        }
     }
 
     /// Whether a file's real path lies in the workspace.

@@ -78,10 +78,13 @@ pub fn interpreter_program() -> PathBuf {
 /// `echo -e` and `printf` read escapes bash's do not (`echo -e '\101'`).
 pub fn runs_as_builtin(policy: &Policy, name: &str) -> bool {
     let own_program = policy.commands.workspace && !policy.commands.allow.iter().any(|a| a == name);
+    // `npx NAME` of an installed program is that program (interp.rs).
+    let npx = policy.commands.workspace && name == "npx";
     if verify::refused_builtin(name).is_some()
         || name == "exec"
         || verify::runs_script(policy, name)
         || own_program
+        || npx
     {
         return true;
     }

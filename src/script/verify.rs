@@ -606,6 +606,14 @@ impl Verifier<'_> {
             self.after(c, None);
             return;
         }
+        if name == "npx" && self.policy.commands.workspace {
+            // An installed program of the workspace, found when it runs,
+            // or npx judged by its rules then.
+            verdict.kind = "program";
+            verdict.verdict = "atRunTime";
+            self.push(verdict);
+            return;
+        }
         if BUILTINS.contains(&name.as_str()) && !(exec && program_backed(&name)) {
             verdict.kind = "builtin";
             if let Err(d) = self.builtin(&name, c, argv.as_deref()) {

@@ -354,3 +354,59 @@ fn a_virtualenv_is_made_activated_used_and_deactivated() {
     assert!(out.ends_with("after=none\n"), "{r}");
     assert!(r["refusals"].as_array().is_none_or(|a| a.is_empty()), "{r}");
 }
+
+/// `npx NAME` under the workspace grant runs the installed program from
+/// the nearest node_modules/.bin (a shell script on the interpreter, a
+/// node script as node running it); a program not installed, or npx's
+/// download forms, are refused by npx's rule.
+#[test]
+fn npx_runs_an_installed_program_and_never_downloads() {
+    let p = policy("[commands]\nworkspace = true\nallow = [\"echo\", \"node\", \"npx\"]\n");
+    let ws = workspace(&[]);
+    let bin = ws.path().join("node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(ws.path().join("sub")).unwrap();
+    let hello = bin.join("hello");
+    std::fs::write(&hello, "#!/bin/sh\necho \"hello $1\"\nid\n").unwrap();
+    std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (cmd, out) in [
+        ("npx hello a", "hello a\n"),
+        ("npx --no-install hello b", "hello b\n"),
+        ("cd sub && npx -y hello c", "hello c\n"),
+    ] {
+        let r = run_json(&p.path, ws.path(), cmd);
+        assert_eq!(r["stdout"], out, "{cmd}: {r}");
+        // The script runs on the interpreter: its `id` is refused by line.
+        assert_eq!(r["exitCode"], 126, "{cmd}: {r}");
+        assert!(
+            r["stderr"]
+                .as_str()
+                .unwrap()
+                .contains(":3: command.not-allowed"),
+            "{cmd}: {r}"
+        );
+    }
+    if common::ready(
+        "npx_runs_an_installed_program_and_never_downloads",
+        false,
+        &["node"],
+    ) {
+        let pkg = ws.path().join("node_modules/greet");
+        std::fs::create_dir_all(&pkg).unwrap();
+        let cli = pkg.join("cli.js");
+        std::fs::write(
+            &cli,
+            "#!/usr/bin/env node\nconsole.log('greet ' + process.argv.slice(2).join(' '))\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("../greet/cli.js", bin.join("greet")).unwrap();
+        let r = run_json(&p.path, ws.path(), "npx greet x y");
+        assert_eq!(r["stdout"], "greet x y\n", "{r}");
+        assert_eq!(r["exitCode"], 0, "{r}");
+    }
+    for cmd in ["npx cowsay hi", "npx -p cowsay cowsay", "npx hello@1 a"] {
+        let r = run_json(&p.path, ws.path(), cmd);
+        assert_eq!(r["denial"]["rule"], "args.npm.exec", "{cmd}: {r}");
+    }
+}
