@@ -100,10 +100,10 @@ const COMPOUND: &str = "Run a command line, checked against the policy and confi
      the scripts it starts (`./x.sh`, `sh -c`, `source`) and the `/bin/sh` of make, npm and git, \
      checking every command as it runs (a refused command inside a script fails with 126, named \
      by file and line): \
-     pipes, `;`, `&&`, `||`, `( )`, `{ }`, if/for/while/case, variables, globs, `$(...)` and \
-     here-documents work; `cd` works inside the workspace; redirections may write inside the \
-     workspace (relative paths) and to /dev/null. Every command is checked: a refusal found \
-     before running refuses the whole line, and nothing runs. Background `&`, functions and \
+     pipes, `;`, `&&`, `||`, `( )`, `{ }`, if/for/while/case, functions, variables, globs, \
+     `$(...)` and here-documents work; `cd` works inside the workspace; redirections may write \
+     inside the workspace (relative paths) and to /dev/null. Every command is checked: a refusal \
+     found before running refuses the whole line, and nothing runs. Background `&` and \
      `eval` are refused. `cwd` is the directory the line starts in. Output, \
      exit code and duration come back (`commands` lists every command run, with its exit \
      code); a refusal names the rule and says what to do instead.";
