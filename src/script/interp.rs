@@ -1278,32 +1278,17 @@ impl Interp<'_> {
         if verify::BUILTINS.contains(&name.as_str()) && !(exec && verify::program_backed(&name)) {
             let started = now_ns();
             // Prefix assignments hold for the builtin only.
-            let saved: Vec<(String, Option<Var>)> = assigns
-                .iter()
-                .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
-                .collect();
-            for (k, v) in assigns {
-                self.set_var(&k, v);
-            }
+            let mut saved = self.set_for_call(assigns);
             let r = self.with_redirects(&c.redirects, |me| me.builtin(c, &argv, &offsets));
-            for (k, old) in saved {
-                // `NAME=v export NAME` keeps (and exports) the value.
-                let exported = name == "export"
-                    && argv[1..]
+            // `NAME=v export NAME` keeps (and exports) the value.
+            if name == "export" {
+                saved.retain(|(k, _)| {
+                    !argv[1..]
                         .iter()
-                        .any(|a| a.split('=').next() == Some(k.as_str()));
-                if exported {
-                    continue;
-                }
-                match old {
-                    Some(v) => {
-                        self.vars.insert(k, v);
-                    }
-                    None => {
-                        self.vars.remove(&k);
-                    }
-                }
+                        .any(|a| a.split('=').next() == Some(k.as_str()))
+                });
             }
+            self.restore(saved);
             let st = r?;
             // A pipeline stage's builtin is ordered by its fork, as the
             // programs beside it are.
@@ -1863,13 +1848,7 @@ impl Interp<'_> {
             ));
             return Err(Unwind::Fatal);
         }
-        let saved: Vec<(String, Option<Var>)> = assigns
-            .iter()
-            .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
-            .collect();
-        for (k, v) in assigns {
-            self.set_var(&k, v);
-        }
+        let saved = self.set_for_call(assigns);
         let mut p = vec![self.positional[0].clone()];
         p.extend(argv[1..].iter().cloned());
         let positional = std::mem::replace(&mut self.positional, p);
@@ -1877,7 +1856,32 @@ impl Interp<'_> {
         self.locals.push(Vec::new());
         let r = self.with_redirects(&c.redirects, |me| me.exec_command(&f.body, false));
         let locals = self.locals.pop().unwrap_or_default();
-        for (k, old) in locals.into_iter().rev().chain(saved) {
+        self.restore(locals.into_iter().rev().chain(saved));
+        self.frame = frame;
+        self.positional = positional;
+        let st = match r {
+            Err(Unwind::Return(st)) => st,
+            other => other?,
+        };
+        self.status = st;
+        Ok(st)
+    }
+
+    /// Sets a call's prefix assignments; what they replaced, for `restore`.
+    fn set_for_call(&mut self, assigns: Vec<(String, String)>) -> Vec<(String, Option<Var>)> {
+        let saved = assigns
+            .iter()
+            .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
+            .collect();
+        for (k, v) in assigns {
+            self.set_var(&k, v);
+        }
+        saved
+    }
+
+    /// Puts saved variables back, in order (unset where there was none).
+    fn restore(&mut self, saved: impl IntoIterator<Item = (String, Option<Var>)>) {
+        for (k, old) in saved {
             match old {
                 Some(v) => {
                     self.vars.insert(k, v);
@@ -1887,14 +1891,6 @@ impl Interp<'_> {
                 }
             }
         }
-        self.frame = frame;
-        self.positional = positional;
-        let st = match r {
-            Err(Unwind::Return(st)) => st,
-            other => other?,
-        };
-        self.status = st;
-        Ok(st)
     }
 
     /// `local NAME[=VALUE]...`: in a function, the names are saved for the
