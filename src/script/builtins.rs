@@ -8,6 +8,7 @@
 
 use super::*;
 use crate::script::arith;
+use crate::script::parse::{is_binary, is_unary};
 
 /// Reserved words, for `type` and `command -v`.
 const KEYWORDS: &[&str] = &[
@@ -754,29 +755,6 @@ struct Test<'a, 'b, 's> {
     me: &'a mut Interp<'s>,
     args: &'b [String],
     pos: usize,
-}
-
-fn is_unary(op: &str) -> bool {
-    op.len() == 2 && op.starts_with('-') && "abcdefghknoprstuvwxzGLNOSR".contains(&op[1..])
-}
-
-fn is_binary(op: &str) -> bool {
-    matches!(
-        op,
-        "=" | "=="
-            | "!="
-            | "<"
-            | ">"
-            | "-eq"
-            | "-ne"
-            | "-lt"
-            | "-le"
-            | "-gt"
-            | "-ge"
-            | "-nt"
-            | "-ot"
-            | "-ef"
-    )
 }
 
 /// test's integers: blanks around an optional sign and decimal digits.

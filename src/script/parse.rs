@@ -228,6 +228,116 @@ struct Parser<'a, 'r> {
     function: Option<(String, usize)>,
 }
 
+/// bash's grammar of the words between `[[` and `]]` (parse.y's
+/// cond_expr), checked when the script is read so that a conditional bash
+/// would refuse to parse is refused too. An `Err` is the offset of the
+/// word bash stops at (`usize::MAX`: the closing `]]`). Operators are the
+/// unquoted words; `&&`, `||`, `(`, `)`, `<`, `>` can only be unquoted
+/// here, since the lexer makes them operators.
+struct CondGrammar<'w> {
+    words: &'w [Word],
+    pos: usize,
+}
+
+impl CondGrammar<'_> {
+    fn is(&self, op: &str) -> bool {
+        self.words.get(self.pos).is_some_and(|w| w.is_bare(op))
+    }
+
+    fn here(&self) -> usize {
+        self.words.get(self.pos).map_or(usize::MAX, |w| w.offset)
+    }
+
+    fn or(&mut self) -> Result<(), usize> {
+        self.and()?;
+        if self.is("||") {
+            self.pos += 1;
+            self.or()?;
+        }
+        Ok(())
+    }
+
+    fn and(&mut self) -> Result<(), usize> {
+        self.term()?;
+        if self.is("&&") {
+            self.pos += 1;
+            self.and()?;
+        }
+        Ok(())
+    }
+
+    /// An operand: not the end and not an operator token.
+    fn operand(&mut self) -> Result<(), usize> {
+        if self.pos >= self.words.len()
+            || ["&&", "||", "(", ")", "<", ">"].iter().any(|o| self.is(o))
+        {
+            return Err(self.here());
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    fn term(&mut self) -> Result<(), usize> {
+        let Some(w) = self.words.get(self.pos) else {
+            return Err(usize::MAX);
+        };
+        if w.is_bare("(") {
+            self.pos += 1;
+            self.or()?;
+            if !self.is(")") {
+                return Err(self.here());
+            }
+            self.pos += 1;
+            return Ok(());
+        }
+        if w.is_bare("!") {
+            self.pos += 1;
+            return self.term();
+        }
+        if let [Part::Lit(t)] = w.parts.as_slice()
+            && is_unary(t)
+        {
+            self.pos += 1;
+            return self.operand();
+        }
+        self.operand()?;
+        match self.words.get(self.pos) {
+            None => Ok(()),
+            Some(w) if ["&&", "||", ")"].iter().any(|o| w.is_bare(o)) => Ok(()),
+            Some(w) if matches!(w.parts.as_slice(), [Part::Lit(t)] if is_binary(t) || t == "=~") => {
+                self.pos += 1;
+                self.operand()
+            }
+            Some(w) => Err(w.offset),
+        }
+    }
+}
+
+/// A unary operator of `test` and `[[ ]]` (`-f`, `-z`, ...).
+pub(super) fn is_unary(op: &str) -> bool {
+    op.len() == 2 && op.starts_with('-') && "abcdefghknoprstuvwxzGLNOSR".contains(&op[1..])
+}
+
+/// A binary operator of `test` and `[[ ]]`, `=~` aside.
+pub(super) fn is_binary(op: &str) -> bool {
+    matches!(
+        op,
+        "=" | "=="
+            | "!="
+            | "<"
+            | ">"
+            | "-eq"
+            | "-ne"
+            | "-lt"
+            | "-le"
+            | "-gt"
+            | "-ge"
+            | "-nt"
+            | "-ot"
+            | "-ef"
+    )
+}
+
 fn err(rule: &'static str, offset: usize, reason: String, hint: &'static str) -> LexError {
     LexError {
         rule,
@@ -881,6 +991,29 @@ impl<'a, 'r> Parser<'a, 'r> {
                 _ => return Err(self.unexpected()),
             }
         }
+        let inner = &words[1..words.len() - 1];
+        let mut g = CondGrammar {
+            words: inner,
+            pos: 0,
+        };
+        let end = words[words.len() - 1].offset;
+        g.or()
+            .and_then(|()| match g.words.get(g.pos) {
+                None => Ok(()),
+                Some(w) => Err(w.offset),
+            })
+            .map_err(|o| {
+                let near = inner
+                    .iter()
+                    .find(|w| w.offset == o)
+                    .map_or_else(|| "]]".to_string(), describe_word);
+                err(
+                    SYNTAX,
+                    o.min(end),
+                    format!("syntax error in conditional expression near `{near}'"),
+                    "write [[ OPERAND ]], [[ -OP OPERAND ]] or [[ LEFT OP RIGHT ]], joined by && and || and grouped by ( )",
+                )
+            })?;
         let redirects = self.parse_redirects()?;
         let id = self.next_id;
         self.next_id += 1;

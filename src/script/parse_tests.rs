@@ -68,6 +68,12 @@ fn arithmetic_and_conditionals() {
             "[[ ${v} =~ ^(a|b)+[0-9]$ ]] && echo y",
         ),
         ("[[ x =~ 'a b'c ]]", "[[ x =~ 'a b'c ]]"),
+        // Accepted by bash too: an operand may look like an operator.
+        ("[[ -z -z ]]", "[[ -z -z ]]"),
+        ("[[ -f ]]x ]]", "[[ -f ]]x ]]"),
+        ("[[ ! ! a ]]", "[[ ! ! a ]]"),
+        ("[[ ! ( a ) ]]", "[[ ! ( a ) ]]"),
+        ("[[ a == -f || b ]]", "[[ a == -f || b ]]"),
     ];
     for (i, want) in table {
         assert_eq!(r(i), *want, "input {i:?}");
@@ -208,6 +214,20 @@ fn refusals() {
         ("[[ -f x", "syntax.error", 7),
         ("[[ a =~ ]]", "syntax.error", 10),
         ("[[ a ]] b", "syntax.error", 8),
+        // bash's grammar inside [[ ]]: `]]` ends only as a whole word.
+        ("[[ a ]]x || [[ b ]]", "syntax.error", 5),
+        ("[[ ]]", "syntax.error", 3),
+        ("[[ ! ]]", "syntax.error", 5),
+        ("[[ a && ]]", "syntax.error", 8),
+        ("[[ a b ]]", "syntax.error", 5),
+        ("[[ -f ]]", "syntax.error", 6),
+        ("[[ -f && b ]]", "syntax.error", 6),
+        ("[[ ( a ]]", "syntax.error", 7),
+        ("[[ a ) ]]", "syntax.error", 5),
+        ("[[ ( ) ]]", "syntax.error", 5),
+        ("[[ a == b c ]]", "syntax.error", 10),
+        ("[[ \"==\" a ]]", "syntax.error", 8),
+        ("[[ a -q b ]]", "syntax.error", 5),
         ("time ls", "syntax.unsupported", 0),
         ("a=(1 2)", "syntax.unsupported", 0),
         ("cs[f e", "syntax.unsupported", 0),
