@@ -383,3 +383,15 @@ fn ansi_c_quoting_inside_a_double_quoted_operand_is_refused() {
     assert_eq!(refused("echo \"${x:=$'}\"c\\'}\"").0, "syntax.unsupported");
     r("echo \"${x:=$y}\"");
 }
+
+#[test]
+fn verbatim_keeps_arithmetic_text_as_written() {
+    for src in ["((x))", "((;x)) && ((  y ))", "(( i += 1, j = i ** 2 )) >f"] {
+        let s = crate::script::parse(src, 8192).unwrap();
+        assert_eq!(
+            crate::script::render::verbatim(&s, src).as_deref(),
+            Some(src),
+            "{src}"
+        );
+    }
+}

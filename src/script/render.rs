@@ -453,8 +453,13 @@ fn v_command(c: &Command, src: &str, out: &mut String) -> Option<()> {
             for a in &sc.assignments {
                 items.push((a.offset, a.value.end));
             }
-            for w in &sc.words {
-                items.push((w.offset, w.end));
+            // `(( text ))`: bash prints the text between the parentheses
+            // as written, spaces included.
+            match sc.words.as_slice() {
+                [open, .., close] if open.is_bare("((") && close.is_bare("))") => {
+                    items.push((open.offset, close.end));
+                }
+                words => items.extend(words.iter().map(|w| (w.offset, w.end))),
             }
             for r in &sc.redirects {
                 let RedirTarget::Word(w) = &r.target else {
