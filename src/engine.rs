@@ -230,6 +230,26 @@ pub fn execute(
             || o.stdout.held() > out_share
             || o.stderr.held() > err_share);
     r.warnings.extend(o.warnings);
+    if let Some(log) = o.network {
+        r.warnings
+            .extend(log.connections.iter().filter(|c| !c.allowed).map(|c| {
+                format!(
+                    "network: {}:{} refused by agent-rsh's proxy: {}",
+                    c.host,
+                    c.port,
+                    c.reason
+                        .as_deref()
+                        .unwrap_or("not on the policy's network.allow list")
+                )
+            }));
+        if log.dropped > 0 {
+            r.warnings.push(format!(
+                "network: {} more connections were asked for than are listed",
+                log.dropped
+            ));
+        }
+        r.network = log.connections;
+    }
     if let Some(job) = &job {
         let reported = job.collect();
         r.commands = Some(reported.commands);
@@ -342,7 +362,7 @@ fn network_off_warning(
     r: &RunResult,
     report: &crate::confine::Report,
 ) -> Option<String> {
-    if matches!(policy.network, crate::policy::Network::Allow)
+    if matches!(policy.network.level, crate::policy::Network::Allow)
         || r.status == Status::Exited && r.exit_code == Some(0)
     {
         return None;
@@ -356,8 +376,18 @@ fn network_off_warning(
             .iter()
             .find(|p| r.stderr.contains(**p) || r.stdout.contains(**p))?
     };
-    let level = match policy.network {
+    let level = match policy.network.level {
         crate::policy::Network::Loopback => "network = \"loopback\": 127.0.0.1 and ::1 only",
+        crate::policy::Network::Domains => {
+            return Some(format!(
+                "the run reaches the network only through agent-rsh's proxy (network = {{ allow = [...] }} in the policy), and the command could not reach the network ({seen:?}): a host not on the list is refused (the RunResult's network list shows what was asked for), and a program that ignores HTTPS_PROXY/HTTP_PROXY reaches nothing{}",
+                if policy.network.per_command() {
+                    "; with network.commands, only the listed programs may reach the proxy"
+                } else {
+                    ""
+                }
+            ));
+        }
         _ => "network = \"none\"",
     };
     Some(format!(

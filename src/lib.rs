@@ -4,7 +4,8 @@
 //! each other):
 //! - ground floor, standing on nothing above it: `lex`, `denial`, `policy`, `result` (RunResult,
 //!   events, exit codes), `exit` (how a subcommand ends), `workspace`,
-//!   `sys`, `audit`;
+//!   `sys`, `audit`, `proxy` (the filtering egress proxy of a run whose
+//!   network is an allow list; std and serde only);
 //! - the judge of one argv, `check` (allowlist, argument rules, guards,
 //!   wrappers, env, cwd); the interpreter, `script`, on it; `plan` (which
 //!   may carry a checked script); and the door, `admit`, on them all:
@@ -30,6 +31,7 @@ pub mod lex;
 pub mod mcp;
 pub mod plan;
 pub mod policy;
+pub mod proxy;
 pub mod result;
 pub mod script;
 pub mod shell;

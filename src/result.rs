@@ -72,6 +72,11 @@ pub struct RunResult {
     /// Deduplicated by file, line and rule; at most `MAX_REFUSALS`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refusals: Vec<ScriptRefusal>,
+    /// With `network = { allow = [...] }`: every connection the run asked
+    /// agent-rsh's proxy for, in order, admitted or refused (at most
+    /// `proxy::MAX_LOGGED`; a warning counts the rest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<crate::proxy::Connection>,
 }
 
 /// Refusals listed in a RunResult at most.
@@ -202,6 +207,7 @@ impl RunResult {
             workspace: None,
             commands: None,
             refusals: Vec::new(),
+            network: Vec::new(),
         }
     }
 

@@ -17,6 +17,27 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r.into(), w.into()))
 }
 
+/// A connected pair of UNIX sequenced-packet sockets, close-on-exec: a
+/// message (with fds) at a time, and end of file when the peer is gone.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [-1; 2];
+    // SAFETY: socketpair into a stack array; both fds are owned at once.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh fds nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// Whether agent-rsh's standard input is a terminal: then `--stdin`
 /// reaches the command through a pty of its own (see `exec`), and the
 /// command's `/dev/tty` is that pty.
@@ -113,6 +134,52 @@ pub fn write_all(fd: impl AsFd, mut data: &[u8]) -> io::Result<()> {
             return Err(io::ErrorKind::WriteZero.into());
         }
         data = &data[n as usize..];
+    }
+    Ok(())
+}
+
+/// The layer `network.commands` adds before one command's exec: TCP
+/// connect handled, allowed to `proxy_port` only (a command granted the
+/// network) or to nothing. Bind is not handled, so a server the command
+/// starts still listens; the layer stacks on the run's own, so a granted
+/// program started by one that is not granted gets no connection either.
+/// Needs Landlock ABI 4 (Linux 6.7); None when the kernel has less.
+pub fn connect_layer(proxy_port: Option<u16>) -> io::Result<Option<OwnedFd>> {
+    use ::landlock::{AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr};
+    let err = |e: &dyn std::fmt::Display| io::Error::other(e.to_string());
+    // SAFETY: the version query takes no pointer.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    if abi < 4 {
+        return Ok(None);
+    }
+    let mut created = Ruleset::default()
+        .handle_access(AccessNet::ConnectTcp)
+        .map_err(|e| err(&e))?
+        .create()
+        .map_err(|e| err(&e))?;
+    if let Some(port) = proxy_port {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| err(&e))?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    Ok(fd)
+}
+
+/// Applies a rule set from `connect_layer` to the calling thread (no
+/// allocation: usable between fork and exec). `no_new_privs` must be set,
+/// as it is for every process of a run.
+pub fn restrict_self(ruleset: std::os::fd::RawFd) -> Result<(), i32> {
+    // SAFETY: a raw system call on an fd the caller owns.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } != 0 {
+        return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
     }
     Ok(())
 }

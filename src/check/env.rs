@@ -44,8 +44,8 @@ pub fn build(
     call: &[String],
     inherited: &mut dyn FnMut(&str) -> Option<OsString>,
 ) -> Result<Vec<(String, String)>, Denial> {
-    let offline: &[(&str, &str)] = match policy.network {
-        crate::policy::Network::Allow => &[],
+    let offline: &[(&str, &str)] = match policy.network.level {
+        crate::policy::Network::Allow | crate::policy::Network::Domains => &[],
         _ => OFFLINE,
     };
     let mut env: Vec<(String, String)> = DEFAULTS
@@ -61,6 +61,13 @@ pub fn build(
         }
         if let Some(v) = inherited(k).as_deref().and_then(|v| v.to_str()) {
             upsert(&mut env, k, v);
+        }
+    }
+    // After env.pass, so a host's own proxy settings cannot point the run
+    // at a proxy it has no route to; env.set may still change them.
+    if policy.network.level == crate::policy::Network::Domains {
+        for (k, v) in proxy_variables() {
+            upsert(&mut env, k, &v);
         }
     }
     for (k, v) in &policy.env.set {
@@ -101,6 +108,35 @@ pub fn build(
         upsert(&mut env, k, v);
     }
     Ok(env)
+}
+
+/// With `network = { allow = [...] }`: every variable the common clients
+/// read for their proxy (both cases: curl reads only the lower-case
+/// `http_proxy`), pointing at agent-rsh's proxy in the run's namespace.
+/// Loopback goes direct (a server the run started itself). Nothing depends
+/// on them for safety: a program that ignores them has no route out.
+pub fn proxy_variables() -> Vec<(&'static str, String)> {
+    let url = format!("http://127.0.0.1:{}", crate::policy::PROXY_PORT);
+    let direct = "localhost,127.0.0.1,::1".to_string();
+    let mut v = Vec::new();
+    for k in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        // npm's own names for the same settings.
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        // cargo reads http.proxy (libcurl's form) only from its config.
+        "CARGO_HTTP_PROXY",
+    ] {
+        v.push((k, url.clone()));
+    }
+    v.push(("NO_PROXY", direct.clone()));
+    v.push(("no_proxy", direct));
+    v
 }
 
 fn upsert(env: &mut Vec<(String, String)>, k: &str, v: &str) {

@@ -26,12 +26,14 @@ pub mod view;
 use self::landlock::LandlockReport;
 use crate::plan::{Plan, StdinMode};
 use crate::policy::{ConfinementMode, Network, Policy};
+use crate::sys as sys_net;
 pub use error::ConfineError;
 pub use refusal::{inet_socket_refused, refusal_hint};
 use seccompiler::sock_filter;
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
+pub use sys::receive_listener as receive_proxy_listener;
 
 /// What was asked for and what the kernel enforced, for the RunResult.
 #[derive(Debug, Clone, Serialize)]
@@ -360,6 +362,7 @@ pub enum Stage {
     MountView = 10,
     Cgroup = 11,
     Loopback = 12,
+    ProxyListener = 13,
 }
 
 impl Stage {
@@ -377,6 +380,7 @@ impl Stage {
             10 => Stage::MountView,
             11 => Stage::Cgroup,
             12 => Stage::Loopback,
+            13 => Stage::ProxyListener,
             _ => return None,
         })
     }
@@ -398,6 +402,9 @@ impl Stage {
             Stage::Cgroup => "joining the run's cgroup",
             Stage::Loopback => {
                 "bringing up the loopback interface in the run's network namespace (network = \"loopback\")"
+            }
+            Stage::ProxyListener => {
+                "listening for the proxy in the run's network namespace (network = { allow = [...] })"
             }
         }
     }
@@ -424,9 +431,15 @@ pub struct Confinement {
     /// Create the namespaces inside a new user namespace, with these maps.
     user_namespace: Option<userns::Maps>,
     want_net_namespace: bool,
-    /// network = "loopback": the guardian brings `lo` up in the run's
-    /// network namespace, and the seccomp filter allows inet sockets.
+    /// network = "loopback" (or a domain list): the guardian brings `lo`
+    /// up in the run's network namespace, and the seccomp filter allows
+    /// inet sockets.
     loopback: bool,
+    /// A domain list: the guardian listens at `PROXY_PORT` in the run's
+    /// namespace and hands the socket to agent-rsh, which serves it.
+    proxy: Option<crate::proxy::Grant>,
+    /// network.commands, a program run directly: its connect layer.
+    net_layer: Option<OwnedFd>,
     /// The run's cgroup, created before the guardian is cloned; removed by
     /// `finish_cgroup` after the run (or on drop, on every other path).
     cgroup: Option<cgroup::RunCgroup>,
@@ -471,17 +484,29 @@ fn loopback_missing(
     mode: ConfinementMode,
     warnings: &mut Vec<String>,
     why: &str,
+    level: Network,
 ) -> Result<(), ConfineError> {
+    let (layer, setting, lost) = if level == Network::Domains {
+        (
+            "a network namespace (network = { allow = [...] })",
+            "network = { allow = [...] }",
+            "the proxy cannot be made the run's only way out",
+        )
+    } else {
+        (
+            "a network namespace (network = \"loopback\")",
+            "network = \"loopback\"",
+            "127.0.0.1 and ::1 cannot be told apart from the host's network",
+        )
+    };
     match mode {
         ConfinementMode::Required => Err(ConfineError::Required {
-            layer: "a network namespace (network = \"loopback\")",
-            why: format!(
-                "{why}, and without one 127.0.0.1 and ::1 cannot be told apart from the host's network (network = \"none\" runs without it)"
-            ),
+            layer,
+            why: format!("{why}, and without one {lost} (network = \"none\" runs without it)"),
         }),
         _ => {
             warnings.push(format!(
-                "network = \"loopback\" is not enforced: the run has no network namespace ({why}), so it runs with no network at all, as network = \"none\" (confinement = \"best-effort\")"
+                "{setting} is not enforced: the run has no network namespace ({why}), so it runs with no network at all, as network = \"none\" (confinement = \"best-effort\")"
             ));
             Ok(())
         }
@@ -579,15 +604,48 @@ impl Confinement {
         // up: inet sockets are allowed because only 127.0.0.1 and ::1 exist
         // there. Without a namespace loopback cannot be told from the
         // host's network: "required" refuses, "best-effort" runs as "none".
-        let mut network = if off { Network::Allow } else { policy.network };
-        if network == Network::Loopback && !kernel.netns {
+        let mut network = if off {
+            Network::Allow
+        } else {
+            policy.network.level
+        };
+        if matches!(network, Network::Loopback | Network::Domains) && !kernel.netns {
             let why = if kernel.simulated.contains(&"netns") {
                 format!("simulated by {}", probe::SIMULATE_ENV)
             } else {
                 "the kernel refuses one".to_string()
             };
-            loopback_missing(mode, &mut warnings, &why)?;
+            loopback_missing(mode, &mut warnings, &why, network)?;
             network = Network::None;
+        }
+        // network.commands: a program run directly gets its Landlock layer
+        // here; agent-rsh's interpreter adds one before each command it
+        // executes (`script`), so it gets none itself.
+        let mut net_layer = None;
+        if network == Network::Domains && policy.network.per_command() {
+            let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let port = policy
+                .network
+                .grants(name)
+                .then_some(crate::policy::PROXY_PORT);
+            match sys_net::connect_layer(port)
+                .map_err(|e| ConfineError::LandlockRuleset { why: e.to_string() })?
+            {
+                Some(fd) => {
+                    if *program != crate::plan::agent_rsh_binary() {
+                        net_layer = Some(fd);
+                    }
+                }
+                None => missing(
+                    mode,
+                    &mut warnings,
+                    "Landlock TCP rules (network.commands)",
+                    &format!(
+                        "this kernel's Landlock ABI is {} and TCP rules need 4 (Linux 6.7): every command of the run may reach the proxy",
+                        kernel.landlock_abi
+                    ),
+                )?,
+            }
         }
         let network_allowed = network != Network::None;
 
@@ -688,7 +746,7 @@ impl Confinement {
             }
         }
 
-        let want_net_namespace = network == Network::Loopback
+        let want_net_namespace = matches!(network, Network::Loopback | Network::Domains)
             || network == Network::None && !off && kernel.netns && policy.network_namespace;
         // The decision: without CAP_SYS_ADMIN the kernel refuses a PID (and
         // network) namespace unless it is created together with a user
@@ -786,13 +844,19 @@ impl Confinement {
             want_pid_namespace: true,
             user_namespace,
             want_net_namespace,
-            loopback: network == Network::Loopback,
+            loopback: matches!(network, Network::Loopback | Network::Domains),
+            proxy: if network == Network::Domains {
+                policy.network.grant()
+            } else {
+                None
+            },
+            net_layer,
             cgroup: run_cgroup,
             warnings,
             loader_gap_noted: false,
             report: Report {
                 mode,
-                network: if off { policy.network } else { network },
+                network: if off { policy.network.level } else { network },
                 pid_namespace: false,
                 user_namespace: false,
                 network_namespace: false,
@@ -1010,6 +1074,7 @@ impl Confinement {
             Network::Loopback => {
                 "network namespace: loopback only (127.0.0.1, ::1), no other interface".into()
             }
+            Network::Domains => "network namespace whose one way out is agent-rsh's proxy: the hosts of network.allow only (CONNECT host and TLS server name), each connection reported".into(),
             Network::None => {
                 let mut by = Vec::new();
                 if seccomp && !r.seccomp.socket_families.contains(&"inet") {
@@ -1112,8 +1177,15 @@ impl Confinement {
             return Ok(false);
         }
         if self.loopback {
-            loopback_missing(self.report.mode, &mut self.warnings, why)?;
+            loopback_missing(
+                self.report.mode,
+                &mut self.warnings,
+                why,
+                self.report.network,
+            )?;
             self.loopback = false;
+            self.proxy = None;
+            self.net_layer = None;
             self.report.network = Network::None;
             self.seccomp_variant.network_allowed = false;
             let variant = |without_view| seccomp::Variant {
@@ -1166,10 +1238,27 @@ impl Confinement {
         self.loopback && self.want_net_namespace
     }
 
+    /// Whether the guardian makes the proxy's listening socket in the
+    /// run's network namespace (a domain list).
+    pub fn proxy_listener(&self) -> bool {
+        self.proxy.is_some() && self.loopback_up()
+    }
+
+    /// What the proxy admits, when the run has one.
+    pub fn proxy_grant(&self) -> Option<&crate::proxy::Grant> {
+        self.proxy.as_ref().filter(|_| self.loopback_up())
+    }
+
     /// In the guardian, inside the run's network namespace: brings `lo`
     /// up. Raw system calls only.
     pub fn bring_up_loopback(&self) -> Result<(), i32> {
         sys::loopback_up()
+    }
+
+    /// In the guardian, after `bring_up_loopback`: the proxy's listener,
+    /// sent to agent-rsh over `chan`. Raw system calls only.
+    pub fn send_proxy_listener(&self, chan: RawFd) -> Result<(), i32> {
+        sys::send_listener(chan, crate::policy::PROXY_PORT)
     }
 
     /// Records that the guardian was created with `extra_clone_flags`.
@@ -1208,6 +1297,9 @@ impl Confinement {
         }
         if let Some(fd) = &self.landlock {
             landlock_in_child(fd.as_raw_fd(), own_proc).map_err(|e| (Stage::Landlock, e))?;
+        }
+        if let Some(fd) = &self.net_layer {
+            sys_net::restrict_self(fd.as_raw_fd()).map_err(|e| (Stage::Landlock, e))?;
         }
         if self.drop_caps {
             sys::drop_capabilities().map_err(|e| (Stage::Capabilities, e))?;

@@ -67,6 +67,7 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
             Network::Loopback => "the run reaches only 127.0.0.1 and ::1 (network = \"loopback\" in the policy): its network namespace has no interface but loopback".to_string(),
             Network::Allow => "the host's network did not answer (network = \"allow\")".to_string(),
             Network::None => "the run has no network (network = \"none\" in the policy): no interfaces, only UNIX sockets".to_string(),
+            Network::Domains => "the run reaches only the policy's network.allow hosts, through agent-rsh's proxy (HTTPS_PROXY); its network namespace has no other way out".to_string(),
         });
     }
     (!hints.is_empty()).then(|| hints.join("; "))

@@ -119,3 +119,92 @@ pub(crate) fn loopback_up() -> Result<(), i32> {
         r
     }
 }
+
+/// In the guardian, inside the run's network namespace with `lo` up: a TCP
+/// socket listening at 127.0.0.1:`port`, sent over `chan` (a UNIX socket
+/// to agent-rsh) and closed here. A socket belongs to the namespace it was
+/// made in whoever holds it, so agent-rsh, outside, accepts the run's
+/// connections on it and is the run's only way out. Raw calls only.
+pub(crate) fn send_listener(chan: i32, port: u16) -> Result<(), i32> {
+    // SAFETY: raw calls on stack values; the socket is closed on every path.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(super::errno());
+        }
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let mut r = Ok(());
+        if libc::bind(
+            fd,
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ) < 0
+            || libc::listen(fd, 128) < 0
+        {
+            r = Err(super::errno());
+        }
+        if r.is_ok() {
+            let mut byte = [b'L'];
+            let mut iov = libc::iovec {
+                iov_base: byte.as_mut_ptr().cast(),
+                iov_len: 1,
+            };
+            // Room for one fd, aligned as cmsghdr wants.
+            let mut cbuf = [0u64; 4];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
+            if libc::sendmsg(chan, &msg, libc::MSG_NOSIGNAL) < 0 {
+                r = Err(super::errno());
+            }
+        }
+        libc::close(fd);
+        r
+    }
+}
+
+/// In agent-rsh: the listener `send_listener` sent over `chan`, or None
+/// when the guardian ended without sending one.
+pub fn receive_listener(chan: i32) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: recvmsg into stack buffers; a received fd is owned at once.
+    unsafe {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut cbuf = [0u64; 4];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cbuf);
+        let n = loop {
+            let n = libc::recvmsg(chan, &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n < 0 && super::errno() == libc::EINTR {
+                continue;
+            }
+            break n;
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if n == 0 || c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+            return Ok(None);
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<i32>());
+        Ok(Some(std::os::fd::OwnedFd::from_raw_fd(fd)))
+    }
+}

@@ -37,6 +37,8 @@ pub(super) struct ChildSpec {
     pub(super) cgroup_n: usize,
     /// Kept open across exec (`Plan::pass_fd`), or -1.
     pub(super) pass_fd: RawFd,
+    /// A domain list: where the guardian sends the proxy's listener, or -1.
+    pub(super) proxy_chan: RawFd,
 }
 
 pub(super) const MSG_PID: u8 = b'P';
@@ -274,6 +276,12 @@ fn guardian_main(
             && let Err(e) = confinement.bring_up_loopback()
         {
             fail(Stage::Loopback, e);
+        }
+        if spec.proxy_chan >= 0
+            && confinement.proxy_listener()
+            && let Err(e) = confinement.send_proxy_listener(spec.proxy_chan)
+        {
+            fail(Stage::ProxyListener, e);
         }
         if spec.view
             && let Some(view) = confinement.view()

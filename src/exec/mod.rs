@@ -65,6 +65,8 @@ pub struct Outcome {
     pub warnings: Vec<String>,
     /// Set when exec failed in the child: where, and errno.
     pub exec_error: Option<(Stage, i32)>,
+    /// A domain list: the connections the run asked the proxy for.
+    pub network: Option<crate::proxy::Log>,
 }
 
 /// The most read from, or written to, a pipe at once.
@@ -233,7 +235,25 @@ pub fn run(
         status_r,
         _lifeline_w,
         exec_error,
+        proxy_listener,
     } = started_run;
+    // A domain list: agent-rsh serves the run's one way out until every
+    // process of the run has ended.
+    let proxy = match (proxy_listener, confinement.proxy_grant()) {
+        (Some(l), Some(grant)) if exec_error.is_none() => {
+            match crate::proxy::Proxy::start(std::net::TcpListener::from(l), grant.clone()) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    kill(guardian, libc::SIGKILL);
+                    reap(guardian);
+                    return Err(io::Error::other(format!(
+                        "cannot start the network proxy: {e}"
+                    )));
+                }
+            }
+        }
+        _ => None,
+    };
     confinement.record_setup(pid_ns);
     // SAFETY: pidfd_open on our own child.
     let pidfd_raw = unsafe { libc::syscall(libc::SYS_pidfd_open, guardian, 0) } as RawFd;
@@ -357,6 +377,7 @@ pub fn run(
     }
 
     relay.end();
+    let network = proxy.map(crate::proxy::Proxy::finish);
     // Every process of the run has ended (or is killed now): what its
     // cgroup counted becomes warnings, and the cgroup goes.
     warnings.extend(confinement.finish_cgroup());
@@ -386,6 +407,7 @@ pub fn run(
         stderr: pump.stderr,
         warnings,
         exec_error,
+        network,
     })
 }
 
@@ -410,6 +432,8 @@ struct Started {
     _lifeline_w: OwnedFd,
     /// Set when the setup failed before the command's exec.
     exec_error: Option<(Stage, i32)>,
+    /// A domain list: the listener the proxy serves.
+    proxy_listener: Option<OwnedFd>,
 }
 
 /// Makes the pipes, starts the guardian and waits for the command's exec
@@ -425,6 +449,11 @@ fn start(
     let (xerr_r, xerr_w) = sys::pipe()?;
     let (status_r, status_w) = sys::pipe()?;
     let (life_r, lifeline_w) = sys::pipe()?;
+    let proxy_w = if confinement.proxy_listener() {
+        Some(sys::seqpacket_pair()?)
+    } else {
+        None
+    };
     let join = confinement.cgroup_join_fds();
     let mut cgroup = [-1; 2];
     let cgroup_n = join.len().min(cgroup.len());
@@ -451,9 +480,20 @@ fn start(
         cgroup,
         cgroup_n,
         pass_fd: plan.pass_fd.unwrap_or(-1),
+        proxy_chan: proxy_w.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
     };
     let guardian = spawn_guardian(&mut spec, confinement)?;
     drop((out_w, err_w, xerr_w, status_w, life_r));
+    // The proxy's listener comes before the command is forked; none when
+    // the guardian ended first (the exec error says why) or the namespace
+    // was given up on the way.
+    let mut proxy_listener = None;
+    if let Some((r, w)) = proxy_w {
+        drop(w);
+        if confinement.proxy_listener() {
+            proxy_listener = crate::confine::receive_proxy_listener(r.as_raw_fd())?;
+        }
+    }
     // Exec errors arrive before anything else; EOF means exec succeeded.
     let exec_error = read_exec_error(&xerr_r);
     Ok(Started {
@@ -464,6 +504,7 @@ fn start(
         status_r,
         _lifeline_w: lifeline_w,
         exec_error,
+        proxy_listener,
     })
 }
 

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod env;
 pub mod jobs;
 pub mod mcp;
+pub mod network;
 pub mod profile;
 pub mod profiles;
 pub mod rules;
@@ -18,6 +19,7 @@ pub mod shell;
 pub use audit::AuditPolicy;
 pub use jobs::JobsPolicy;
 pub use mcp::McpPolicy;
+pub use network::{Domains, NetworkSetting, PROXY_PORT};
 pub use rules::{PackSwitches, RuleSpec};
 pub use shell::ShellPolicy;
 
@@ -49,8 +51,9 @@ pub struct Policy {
     pub trust: Trust,
     /// What to do when the kernel cannot enforce the confinement.
     pub confinement: ConfinementMode,
-    /// Network access of the child.
-    pub network: Network,
+    /// Network access of the child: a level, or the domains it may reach
+    /// through agent-rsh's proxy (`network::NetworkSetting`).
+    pub network: NetworkSetting,
     /// With `network = "none"`, also give the run its own network namespace
     /// (no interface up) where the kernel allows. On by default: without
     /// it the run reads the host's socket tables (`/proc/self/net/tcp`,
@@ -129,6 +132,10 @@ pub enum Network {
     Loopback,
     /// The host's network.
     Allow,
+    /// Listed domains only, through agent-rsh's proxy: the run's own
+    /// network namespace, whose one way out is the proxy's port on its
+    /// loopback interface (`network = { allow = [...] }`).
+    Domains,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -412,7 +419,7 @@ impl Default for Policy {
             syntax: Syntax::default(),
             trust: Trust::default(),
             confinement: ConfinementMode::default(),
-            network: Network::default(),
+            network: NetworkSetting::default(),
             network_namespace: true,
             commands: Commands::default(),
             env: EnvPolicy::default(),
@@ -524,6 +531,8 @@ pub enum Invalid {
     DangerousPass { name: String, why: &'static str },
     #[error(transparent)]
     Section(#[from] profile::SectionError),
+    #[error("{0}")]
+    Network(String),
 }
 
 impl Policy {
@@ -636,6 +645,7 @@ impl Policy {
                 });
             }
         }
+        self.network.validate().map_err(Invalid::Network)?;
         profile::validate(self)?;
         Ok(())
     }

@@ -1402,6 +1402,41 @@ impl Interp<'_> {
         if std::mem::take(&mut self.stderr_to_pipe) {
             dup2(1, 2);
         }
+        // network.commands: this command reaches the proxy only when it
+        // is one of the listed programs, and nothing else in any case.
+        // The layer stacks on every layer above it, so a listed program
+        // started by an unlisted one gets nothing either.
+        if self.policy.network.level == crate::policy::Network::Domains
+            && self.policy.network.per_command()
+            && !is_own_binary(program)
+        {
+            let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let port = self
+                .policy
+                .network
+                .grants(name)
+                .then_some(crate::policy::PROXY_PORT);
+            match crate::sys::connect_layer(port) {
+                Ok(Some(fd)) => {
+                    if let Err(e) = crate::sys::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&fd))
+                    {
+                        say(&format!(
+                            "{}: cannot limit its network: {}",
+                            argv[0],
+                            errno_text(e)
+                        ));
+                        // SAFETY: _exit in the child.
+                        unsafe { libc::_exit(126) }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    say(&format!("{}: cannot limit its network: {e}", argv[0]));
+                    // SAFETY: _exit in the child.
+                    unsafe { libc::_exit(126) }
+                }
+            }
+        }
         let prog = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
         let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
         let env_c: Vec<CString> = env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect();
@@ -2381,5 +2416,19 @@ impl Interp<'_> {
                 );
             }
         }
+    }
+}
+
+/// Whether `program` is agent-rsh itself: the mount view's shells are its
+/// binary, and a nested interpreter adds each command's network layer
+/// itself (a layer for `sh` would bound every command it runs).
+fn is_own_binary(program: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (
+        std::fs::metadata(program),
+        std::fs::metadata("/proc/self/exe"),
+    ) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }

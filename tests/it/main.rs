@@ -25,6 +25,7 @@ mod mcp_burst;
 mod mcp_jobs;
 mod mcp_python;
 mod mcp_typescript;
+mod network;
 mod profiles;
 mod resources;
 mod run;

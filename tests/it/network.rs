@@ -1,0 +1,299 @@
+//! `network = { allow = [...] }`: the run's one way out is agent-rsh's
+//! proxy. Real clients (curl, Python's urllib, pip) in the run, a real
+//! HTTP server on the host (python3's http.server), names pinned to it
+//! with `resolve` as the policy documents.
+
+use crate::common::{self, bin};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// python3's http.server on 127.0.0.1 of the host, serving `root`;
+/// killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(root: &Path) -> Server {
+        let mut child = Command::new("python3")
+            .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+            .current_dir(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .split("port ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("http.server said {line:?}"));
+        Server { child, port }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ready(test: &str) -> bool {
+    if !common::system_python3() {
+        return common::unavailable(test, "needs python3 in /usr/bin");
+    }
+    common::ready(test, false, &["curl"])
+}
+
+fn run(policy: &common::TestPolicy, ws: &Path, cmd: &str) -> Value {
+    let out = Command::new(bin())
+        .args(["run", "--json", "--policy"])
+        .arg(&policy.path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", cmd])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a RunResult ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("")
+}
+
+/// The `network` entries of a RunResult as (host, port, kind, allowed).
+fn connections(r: &Value) -> Vec<(String, u64, String, bool)> {
+    r["network"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    (
+                        s(c, "host").to_string(),
+                        c["port"].as_u64().unwrap_or(0),
+                        s(c, "kind").to_string(),
+                        c["allowed"].as_bool().unwrap_or(false),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Connects straight to an address, ignoring every proxy variable.
+const DIRECT_PY: &str = r#"
+import socket, sys
+for addr in sys.argv[1:]:
+    h, p = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((h, int(p)), timeout=5)
+        print(addr, "reached")
+    except OSError as e:
+        print(addr, "failed")
+"#;
+
+#[test]
+fn a_domain_list_reaches_the_listed_hosts_through_the_proxy_and_nothing_else() {
+    let test = "a_domain_list_reaches_the_listed_hosts_through_the_proxy_and_nothing_else";
+    if !ready(test) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("hello.txt"), "hello from pkg.test\n").unwrap();
+    let server = Server::start(site.path());
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         [commands]\nallow = [\"curl\", \"python3\"]\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("direct.py"), DIRECT_PY).unwrap();
+    let cmd = format!(
+        "curl -sS http://pkg.test/hello.txt; \
+         curl -sS -o /dev/null -w 'other %{{http_code}}\\n' http://other.test/x; \
+         curl -sS --noproxy '*' http://pkg.test/hello.txt || echo direct name failed; \
+         python3 direct.py 127.0.0.1:{} 192.0.2.1:80",
+        server.port
+    );
+    let r = run(&p, ws.path(), &cmd);
+    assert_eq!(
+        s(&r, "stdout"),
+        format!(
+            "hello from pkg.test\nother 403\ndirect name failed\n127.0.0.1:{} failed\n192.0.2.1:80 failed\n",
+            server.port
+        ),
+        "{r}"
+    );
+    // What the run asked for, in order, and what was refused.
+    assert_eq!(
+        connections(&r),
+        vec![
+            ("pkg.test".into(), 80, "http".into(), true),
+            ("other.test".into(), 80, "http".into(), false),
+        ],
+        "{r}"
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("network: other.test:80 refused"), "{r}");
+    assert_eq!(r["confinement"]["network"], "domains", "{r}");
+    assert_eq!(r["confinement"]["networkNamespace"], true, "{r}");
+
+    // HTTPS goes through CONNECT: admitted for the listed name (the
+    // server speaks no TLS, so the handshake then fails), refused for
+    // any other.
+    let r = run(
+        &p,
+        ws.path(),
+        "curl -sS https://pkg.test/ || echo tls failed; curl -sS https://other.test/ || echo refused",
+    );
+    assert_eq!(s(&r, "stdout"), "tls failed\nrefused\n", "{r}");
+    assert_eq!(
+        connections(&r),
+        vec![
+            ("pkg.test".into(), 443, "connect".into(), true),
+            ("other.test".into(), 443, "connect".into(), false),
+        ],
+        "{r}"
+    );
+}
+
+/// Fetches a URL through the proxy variables, as most clients do.
+const FETCH_PY: &str = r#"
+import sys, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode(), end="")
+except OSError as e:
+    print("python3 failed:", getattr(e, "reason", e))
+"#;
+
+/// Runs curl as a child of python3, not through a shell.
+const SPAWN_PY: &str = r#"
+import subprocess, sys
+r = subprocess.run(["curl", "-sS", sys.argv[1]], capture_output=True, text=True)
+print("curl under python3:", "ok" if r.returncode == 0 else "failed")
+"#;
+
+#[test]
+fn network_commands_give_the_proxy_to_the_listed_programs_only_by_the_kernel() {
+    let test = "network_commands_give_the_proxy_to_the_listed_programs_only_by_the_kernel";
+    if !ready(test) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("hello.txt"), "hello\n").unwrap();
+    let server = Server::start(site.path());
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], commands = [\"curl\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         [commands]\nallow = [\"curl\", \"python3\"]\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("fetch.py"), FETCH_PY).unwrap();
+    std::fs::write(ws.path().join("spawn.py"), SPAWN_PY).unwrap();
+    let url = "http://pkg.test/hello.txt";
+    // curl, alone and from a nested shell, reaches the proxy; python3,
+    // with the same variables, cannot connect to it (Landlock), and a
+    // curl that python3 starts itself inherits python3's layer.
+    let r = run(
+        &p,
+        ws.path(),
+        &format!(
+            "curl -sS {url}; sh -c 'curl -sS {url}'; python3 fetch.py {url}; python3 spawn.py {url}"
+        ),
+    );
+    assert_eq!(
+        s(&r, "stdout"),
+        "hello\nhello\npython3 failed: [Errno 13] Permission denied\ncurl under python3: failed\n",
+        "{r}"
+    );
+    // Only curl's own two requests reached the proxy at all.
+    assert_eq!(connections(&r).len(), 2, "{r}");
+    // A program run directly, not through the interpreter, gets its layer
+    // too.
+    let r = run(&p, ws.path(), &format!("python3 fetch.py {url}"));
+    assert_eq!(
+        s(&r, "stdout"),
+        "python3 failed: [Errno 13] Permission denied\n",
+        "{r}"
+    );
+    let r = run(&p, ws.path(), &format!("curl -sS {url}"));
+    assert_eq!(s(&r, "stdout"), "hello\n", "{r}");
+}
+
+/// A wheel of one module, `tinypkg`, made with zipfile as the format
+/// describes it (no build tool needed).
+const MAKE_WHEEL_PY: &str = r#"
+import base64, hashlib, os, sys, zipfile
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+name = "tinypkg-1.0-py3-none-any.whl"
+files = {
+    "tinypkg/__init__.py": "ANSWER = 42\n",
+    "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+    "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+with zipfile.ZipFile(os.path.join(out, name), "w") as z:
+    for path, text in files.items():
+        data = text.encode()
+        z.writestr(path, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append("tinypkg-1.0.dist-info/RECORD,,")
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+os.makedirs(os.path.join(out, "simple", "tinypkg"), exist_ok=True)
+with open(os.path.join(out, "simple", "tinypkg", "index.html"), "w") as f:
+    f.write(f'<html><body><a href="../../{name}">{name}</a></body></html>\n')
+"#;
+
+#[test]
+fn pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached() {
+    let test = "pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached";
+    if !ready(test) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    let made = Command::new("python3")
+        .args(["-c", MAKE_WHEEL_PY])
+        .arg(site.path())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let server = Server::start(site.path());
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         limits.timeout_ms = 300000\n\
+         [commands]\nallow = [\"python3\"]\nworkspace = true\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    let r = run(
+        &p,
+        ws.path(),
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -q --disable-pip-version-check \
+         --index-url http://pkg.test/simple/ --trusted-host pkg.test tinypkg && python -c 'import tinypkg; print(tinypkg.ANSWER)'",
+    );
+    assert_eq!(s(&r, "stdout"), "42\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    let seen = connections(&r);
+    assert!(!seen.is_empty(), "{r}");
+    assert!(
+        seen.iter().all(|(h, _, _, ok)| h == "pkg.test" && *ok),
+        "{r}"
+    );
+}
