@@ -143,6 +143,9 @@ pub struct Record<'a> {
     /// Refusals so far in the session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusals: Option<u32>,
+    /// `HOST:PORT` the network proxy refused the command.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_refused: Vec<String>,
 }
 
 impl<'a> Record<'a> {
@@ -162,6 +165,7 @@ impl<'a> Record<'a> {
             env_names: Vec::new(),
             detail: None,
             refusals: None,
+            network_refused: Vec::new(),
         }
     }
 
@@ -179,6 +183,12 @@ impl<'a> Record<'a> {
         rec.status = Some(r.status);
         rec.exit_code = Some(r.exit_code());
         rec.duration_ms = Some(r.duration_ms);
+        rec.network_refused = r
+            .network
+            .iter()
+            .flat_map(|n| &n.refused)
+            .map(|c| format!("{}:{}", c.host, c.port))
+            .collect();
         rec
     }
 }

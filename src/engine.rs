@@ -231,24 +231,14 @@ pub fn execute(
             || o.stderr.held() > err_share);
     r.warnings.extend(o.warnings);
     if let Some(log) = o.network {
-        r.warnings
-            .extend(log.connections.iter().filter(|c| !c.allowed).map(|c| {
-                format!(
-                    "network: {}:{} refused by agent-rsh's proxy: {}",
-                    c.host,
-                    c.port,
-                    c.reason
-                        .as_deref()
-                        .unwrap_or("not on the policy's network.allow list")
-                )
-            }));
-        if log.dropped > 0 {
-            r.warnings.push(format!(
-                "network: {} more connections were asked for than are listed",
-                log.dropped
-            ));
-        }
-        r.network = log.connections;
+        let report = network_report(log);
+        r.warnings.extend(report.refused.iter().map(|c| {
+            format!(
+                "network: {}:{} refused by agent-rsh's proxy: {}; {}",
+                c.host, c.port, c.reason, c.hint
+            )
+        }));
+        r.network = Some(report);
     }
     if let Some(job) = &job {
         let reported = job.collect();
@@ -328,6 +318,79 @@ fn explain_exec_error(r: &mut RunResult, stage: Stage, errno: i32) {
     r.status = Status::Failed;
     r.exit_code = Some(if stage == Stage::Exec { 126 } else { 125 });
     r.error = Some(format!("{} failed: {err}", stage.describe()));
+}
+
+/// The proxy's log by host and port: admitted ones with their connections
+/// and bytes, refused ones with the reason and the policy key that would
+/// admit them.
+fn network_report(log: crate::proxy::Log) -> crate::result::NetworkReport {
+    use crate::result::{HostRefusal, HostUse, MAX_NETWORK_ENTRIES, NetworkReport};
+    let mut r = NetworkReport {
+        unlisted: log.dropped,
+        ..NetworkReport::default()
+    };
+    for c in log.connections {
+        if c.allowed {
+            if let Some(u) = r
+                .allowed
+                .iter_mut()
+                .find(|u| u.host == c.host && u.port == c.port)
+            {
+                u.connections += 1;
+                u.bytes += c.bytes;
+            } else if r.allowed.len() < MAX_NETWORK_ENTRIES {
+                r.allowed.push(HostUse {
+                    host: c.host,
+                    port: c.port,
+                    connections: 1,
+                    bytes: c.bytes,
+                });
+            } else {
+                r.unlisted += 1;
+            }
+            continue;
+        }
+        let reason = c
+            .reason
+            .unwrap_or_else(|| "not on the policy's network.allow list".into());
+        if let Some(u) = r
+            .refused
+            .iter_mut()
+            .find(|u| u.host == c.host && u.port == c.port && u.reason == reason)
+        {
+            u.connections += 1;
+        } else if r.refused.len() < MAX_NETWORK_ENTRIES {
+            let hint = refusal_hint(&c.host, c.port, &reason);
+            r.refused.push(HostRefusal {
+                host: c.host,
+                port: c.port,
+                reason,
+                hint,
+                connections: 1,
+            });
+        } else {
+            r.unlisted += 1;
+        }
+    }
+    r
+}
+
+/// The policy key that would admit a refused connection.
+fn refusal_hint(host: &str, port: u16, reason: &str) -> String {
+    let entry = if port == 80 || port == 443 {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    };
+    if reason.contains("allow list") || reason.contains("server name") {
+        format!("add {entry:?} to network.allow in the policy if the run needs it")
+    } else if reason.contains("address") {
+        format!(
+            "a private or loopback address is reached only through a pin: network.resolve = {{ {host:?} = \"ADDRESS:PORT\" }}"
+        )
+    } else {
+        "see network in the policy".into()
+    }
 }
 
 /// What tools print when they cannot reach the network: DNS lookups

@@ -72,11 +72,51 @@ pub struct RunResult {
     /// Deduplicated by file, line and rule; at most `MAX_REFUSALS`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refusals: Vec<ScriptRefusal>,
-    /// With `network = { allow = [...] }`: every connection the run asked
-    /// agent-rsh's proxy for, in order, admitted or refused (at most
-    /// `proxy::MAX_LOGGED`; a warning counts the rest).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub network: Vec<crate::proxy::Connection>,
+    /// With `network = { allow = [...] }`: what the run asked agent-rsh's
+    /// proxy for, by host and port, admitted or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkReport>,
+}
+
+/// The hosts a run reached through agent-rsh's proxy and those it was
+/// refused, one entry per host, port (and reason), in the order first
+/// asked; at most `MAX_NETWORK_ENTRIES` of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkReport {
+    pub allowed: Vec<HostUse>,
+    pub refused: Vec<HostRefusal>,
+    /// Connections asked for that no entry above counts (past the bounds).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unlisted: u64,
+}
+
+/// Entries of each list of a `NetworkReport` at most.
+pub const MAX_NETWORK_ENTRIES: usize = 50;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostUse {
+    pub host: String,
+    pub port: u16,
+    pub connections: u64,
+    /// Bytes relayed, both directions.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostRefusal {
+    pub host: String,
+    pub port: u16,
+    pub reason: String,
+    /// The policy key that would allow it.
+    pub hint: String,
+    pub connections: u64,
 }
 
 /// Refusals listed in a RunResult at most.
@@ -207,7 +247,7 @@ impl RunResult {
             workspace: None,
             commands: None,
             refusals: Vec::new(),
-            network: Vec::new(),
+            network: None,
         }
     }
 

@@ -10,8 +10,11 @@
 //!
 //! Everything is bounded: `MAX_SERVED` connections at once (two relay
 //! threads each at most), request heads of `MAX_HEAD` bytes, fixed relay
-//! buffers, `MAX_LOGGED` log entries. `Proxy::finish` ends it all at once:
-//! every socket is shut down, so no thread stays blocked on one.
+//! buffers, `MAX_LOGGED` log entries. Time is bounded too: a request head
+//! must arrive within `HEAD_TIMEOUT`, and a connection on which nothing
+//! moves either way for `IDLE_TIMEOUT` is closed, so idle sockets cannot
+//! hold the `MAX_SERVED` slots. `Proxy::finish` ends it all at once: every
+//! socket is shut down, so no thread stays blocked on one.
 
 mod addr;
 mod serve;
@@ -28,6 +31,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 /// Connections logged at most; the rest are counted in `Log::dropped`.
 pub const MAX_LOGGED: usize = 200;
@@ -35,6 +39,30 @@ pub const MAX_LOGGED: usize = 200;
 pub const MAX_SERVED: usize = 64;
 /// The largest request head read.
 pub const MAX_HEAD: usize = 64 * 1024;
+/// A connection on which no byte moves either way for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// A client that has not sent its whole request head this long after it
+/// was accepted is dropped, unanswered and unlogged.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The proxy's time limits; `Limits::default()` is `IDLE_TIMEOUT` and
+/// `HEAD_TIMEOUT`, which `Proxy::start` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a connection may go without a byte relayed either way.
+    pub idle: Duration,
+    /// How long a client has, from its accept, to send its request head.
+    pub head: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            idle: IDLE_TIMEOUT,
+            head: HEAD_TIMEOUT,
+        }
+    }
+}
 
 /// What the run may reach.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -91,6 +119,17 @@ pub struct Connection {
     /// Why it was refused, None when allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The bytes relayed for it, both directions summed: what the proxy
+    /// wrote upstream on the client's behalf (for a plain request, its
+    /// head as rewritten to origin form, then the rest) plus what it wrote
+    /// to the client from upstream. The proxy's own answers (`200
+    /// Connection established`, refusals) are not counted, so a request
+    /// refused before any relaying has 0; a tunnel refused for its TLS
+    /// server name has only what the server sent before that (nothing of
+    /// the client's goes up). A tunnel still open at `Proxy::finish`
+    /// counts up to the moment `finish` shut it.
+    #[serde(default)]
+    pub bytes: u64,
 }
 
 /// What `Proxy::finish` returns.
@@ -113,14 +152,20 @@ pub struct Proxy {
 impl Proxy {
     /// Serves `listener` (already bound and listening; it may belong to
     /// another network namespace, which is the point) on threads of this
-    /// process until `finish`.
+    /// process until `finish`, with the default `Limits`.
     pub fn start(listener: TcpListener, grant: Grant) -> io::Result<Proxy> {
+        Proxy::start_with(listener, grant, Limits::default())
+    }
+
+    /// `start` with other time limits.
+    pub fn start_with(listener: TcpListener, grant: Grant, limits: Limits) -> io::Result<Proxy> {
         // Non-blocking, so a connection that vanished between poll and
         // accept cannot leave the loop blocked where `finish` cannot reach.
         listener.set_nonblocking(true)?;
         let (wake_read, wake) = io::pipe()?;
         let shared = Arc::new(Shared {
             grant,
+            limits,
             open: Mutex::new(Open::default()),
             log: Mutex::new(Log::default()),
         });
@@ -136,7 +181,8 @@ impl Proxy {
     }
 
     /// Stops accepting, ends open tunnels, joins every thread, and returns
-    /// the connections in the order they were asked for. A dial still
+    /// the connections in the order they were asked for, their byte
+    /// counts final (every relaying thread has ended). A dial still
     /// resolving or connecting is abandoned instead (see `serve::dial`):
     /// its thread ends on its own within the connect timeout, and closes
     /// what it connected.
@@ -176,6 +222,7 @@ impl Drop for Proxy {
 /// What the accept loop and every connection's threads share.
 struct Shared {
     grant: Grant,
+    limits: Limits,
     open: Mutex<Open>,
     log: Mutex<Log>,
 }
@@ -280,6 +327,7 @@ impl Shared {
             kind: kind.into(),
             allowed: false,
             reason: None,
+            bytes: 0,
         });
         Some(log.connections.len() - 1)
     }
@@ -289,6 +337,14 @@ impl Shared {
         if let Some(c) = entry.and_then(|i| log.connections.get_mut(i)) {
             c.allowed = refused.is_none();
             c.reason = refused;
+        }
+    }
+
+    /// Records the bytes relayed for a connection, once its relay ended.
+    fn count(&self, entry: Option<usize>, bytes: u64) {
+        let mut log = lock(&self.log);
+        if let Some(c) = entry.and_then(|i| log.connections.get_mut(i)) {
+            c.bytes = bytes;
         }
     }
 }

@@ -6,9 +6,10 @@ use super::sni::{self, Hello};
 use super::{Dialed, MAX_HEAD, Shared};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Each relay direction's buffer.
@@ -68,7 +69,8 @@ impl Target {
 /// Serves connection `id` (registered with `client`) to its end.
 pub(super) fn serve(shared: &Shared, id: u64, mut client: TcpStream) {
     let _ = client.set_nodelay(true);
-    let (head, rest) = match read_head(&mut client) {
+    let deadline = Instant::now() + shared.limits.head;
+    let (head, rest) = match read_head(&mut client, deadline) {
         Head::Whole { head, rest } => (head, rest),
         Head::TooLarge(buf) => {
             let why = format!("the request head is larger than {} KiB", MAX_HEAD / 1024);
@@ -124,17 +126,22 @@ pub(super) fn serve(shared: &Shared, id: u64, mut client: TcpStream) {
     }
     let _ = upstream.set_nodelay(true);
     shared.settle(entry, None);
+    let flow = Flow::new(shared.limits.idle);
     if target.connect {
         if client.write_all(ESTABLISHED).is_ok() {
-            tunnel(shared, entry, &client, &upstream, rest, port);
+            tunnel(shared, entry, &flow, &client, &upstream, rest, port);
         }
     } else {
         let mut sent = upstream_head;
         sent.extend_from_slice(&rest);
-        if (&upstream).write_all(&sent).is_ok() {
-            relay_both(&client, &upstream);
+        if flow.write_all(&upstream, &sent).is_ok() {
+            relay_both(&flow, &client, &upstream);
+        } else {
+            end(&client, &upstream);
         }
     }
+    // Every relaying thread has ended: the count is final.
+    shared.count(entry, flow.bytes.load(Ordering::SeqCst));
 }
 
 /// The list's verdict on a parsed request and, for a plain request, the
@@ -263,14 +270,20 @@ enum Head {
     Closed,
 }
 
-fn read_head(client: &mut TcpStream) -> Head {
+/// Reads the request head; a client that has not sent it whole by
+/// `deadline` counts as closed.
+fn read_head(client: &mut TcpStream, deadline: Instant) -> Head {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || client.set_read_timeout(Some(left)).is_err() {
+            return Head::Closed;
+        }
         let n = match client.read(&mut chunk) {
             Ok(0) => return Head::Closed,
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if is_timeout(&e) => continue,
             Err(_) => return Head::Closed,
         };
         let from = buf.len().saturating_sub(2);
@@ -492,6 +505,7 @@ fn connect(host: &Host, port: u16, pinned: Option<SocketAddr>) -> Result<TcpStre
 fn tunnel(
     shared: &Shared,
     entry: Option<usize>,
+    flow: &Flow,
     client: &TcpStream,
     upstream: &TcpStream,
     early: Vec<u8>,
@@ -500,12 +514,12 @@ fn tunnel(
     thread::scope(|scope| {
         let down = thread::Builder::new()
             .name("proxy-relay".into())
-            .spawn_scoped(scope, || relay(upstream, client));
+            .spawn_scoped(scope, || relay(flow, upstream, client));
         if down.is_err() {
             end(client, upstream);
             return;
         }
-        let Some((first, hello)) = first_bytes(client, early) else {
+        let Some((first, hello)) = first_bytes(flow, client, early) else {
             // The client closed before sending anything.
             let _ = upstream.shutdown(Shutdown::Write);
             return;
@@ -528,19 +542,18 @@ fn tunnel(
             end(client, upstream);
             return;
         }
-        let mut up = upstream;
-        if up.write_all(&first).is_err() {
+        if flow.write_all(upstream, &first).is_err() {
             end(client, upstream);
             return;
         }
-        relay(client, upstream);
+        relay(flow, client, upstream);
     });
 }
 
 /// The client's first bytes in a tunnel: enough to know whether they are a
 /// TLS ClientHello, and all of it when they are. None when the client
-/// closed before sending any.
-fn first_bytes(mut client: &TcpStream, early: Vec<u8>) -> Option<(Vec<u8>, Hello)> {
+/// closed (or the connection went idle) before sending any.
+fn first_bytes(flow: &Flow, client: &TcpStream, early: Vec<u8>) -> Option<(Vec<u8>, Hello)> {
     let mut buf = early;
     let mut chunk = [0u8; 4096];
     loop {
@@ -549,7 +562,7 @@ fn first_bytes(mut client: &TcpStream, early: Vec<u8>) -> Option<(Vec<u8>, Hello
             Hello::Incomplete => {}
             hello => return Some((buf, hello)),
         }
-        match client.read(&mut chunk) {
+        match flow.read(client, &mut chunk) {
             Ok(0) | Err(_) if buf.is_empty() => return None,
             Ok(0) | Err(_) => return Some((buf, Hello::Incomplete)),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
@@ -558,13 +571,13 @@ fn first_bytes(mut client: &TcpStream, early: Vec<u8>) -> Option<(Vec<u8>, Hello
 }
 
 /// Both directions between the client and upstream, until both end.
-fn relay_both(client: &TcpStream, upstream: &TcpStream) {
+fn relay_both(flow: &Flow, client: &TcpStream, upstream: &TcpStream) {
     thread::scope(|scope| {
         match thread::Builder::new()
             .name("proxy-relay".into())
-            .spawn_scoped(scope, || relay(upstream, client))
+            .spawn_scoped(scope, || relay(flow, upstream, client))
         {
-            Ok(_) => relay(client, upstream),
+            Ok(_) => relay(flow, client, upstream),
             Err(_) => end(client, upstream),
         }
     });
@@ -572,25 +585,109 @@ fn relay_both(client: &TcpStream, upstream: &TcpStream) {
 
 /// Copies `from` to `to` until `from` ends, then half-closes `to` so its
 /// peer sees the end too while the other direction goes on. An error
-/// either way ends the whole connection.
-fn relay(mut from: &TcpStream, mut to: &TcpStream) {
+/// either way, or the connection going idle, ends the whole connection.
+fn relay(flow: &Flow, from: &TcpStream, to: &TcpStream) {
     let mut buf = [0u8; RELAY_BUFFER];
     loop {
-        match from.read(&mut buf) {
+        match flow.read(from, &mut buf) {
             Ok(0) => {
                 let _ = to.shutdown(Shutdown::Write);
                 return;
             }
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
+                if flow.write_all(to, &buf[..n]).is_err() {
                     break;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
     end(from, to);
+}
+
+/// One admitted connection's traffic, shared by its relaying threads: the
+/// bytes relayed, and when bytes last moved, for the idle limit.
+struct Flow {
+    idle: Duration,
+    since: Instant,
+    /// Nanoseconds from `since` to the last bytes read or written, either
+    /// way.
+    last: AtomicU64,
+    /// Bytes written to either side (see `Connection::bytes`).
+    bytes: AtomicU64,
+}
+
+impl Flow {
+    fn new(idle: Duration) -> Flow {
+        Flow {
+            idle,
+            since: Instant::now(),
+            last: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn moved(&self) {
+        let now = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.fetch_max(now, Ordering::SeqCst);
+    }
+
+    /// How long the connection may still stay quiet; None once it has
+    /// been quiet for the idle limit.
+    fn left(&self) -> Option<Duration> {
+        let last = Duration::from_nanos(self.last.load(Ordering::SeqCst));
+        let quiet = self.since.elapsed().saturating_sub(last);
+        self.idle.checked_sub(quiet).filter(|d| !d.is_zero())
+    }
+
+    /// `Read::read`, but failing with `TimedOut` once nothing has moved
+    /// either way for the idle limit. A read timing out while the other
+    /// direction moves is taken up again for the time left.
+    fn read(&self, mut from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let left = self.left().ok_or(io::ErrorKind::TimedOut)?;
+            from.set_read_timeout(Some(left))?;
+            match from.read(buf) {
+                Ok(n) => {
+                    if n > 0 {
+                        self.moved();
+                    }
+                    return Ok(n);
+                }
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `Write::write_all`, counting what is written, and failing with
+    /// `TimedOut` when the peer takes nothing while the connection is
+    /// otherwise idle too.
+    fn write_all(&self, mut to: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let left = self.left().ok_or(io::ErrorKind::TimedOut)?;
+            to.set_write_timeout(Some(left))?;
+            match to.write(buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.bytes.fetch_add(n as u64, Ordering::SeqCst);
+                    self.moved();
+                    buf = &buf[n..];
+                }
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A socket timeout (or an interruption): the call may be made again.
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 fn end(a: &TcpStream, b: &TcpStream) {

@@ -118,20 +118,29 @@ fn connections_serialise_in_camel_case() {
         kind: "connect".into(),
         allowed: false,
         reason: Some("why".into()),
+        bytes: 0,
     };
     let json = serde_json::to_value(&refused).unwrap();
     assert_eq!(
         json,
-        serde_json::json!({"host": "x.test", "port": 443, "kind": "connect", "allowed": false, "reason": "why"})
+        serde_json::json!({"host": "x.test", "port": 443, "kind": "connect", "allowed": false, "reason": "why", "bytes": 0})
     );
     let allowed = Connection {
         allowed: true,
         reason: None,
+        bytes: 1234,
         ..refused
     };
     let text = serde_json::to_string(&allowed).unwrap();
     assert!(!text.contains("reason"), "{text}");
+    assert!(text.contains(r#""bytes":1234"#), "{text}");
     assert_eq!(serde_json::from_str::<Connection>(&text).unwrap(), allowed);
+    // A log written before `bytes` existed still reads.
+    let old: Connection = serde_json::from_str(
+        r#"{"host": "x.test", "port": 443, "kind": "connect", "allowed": true}"#,
+    )
+    .unwrap();
+    assert_eq!(old.bytes, 0);
 }
 
 /// An upstream that echoes each of `n` connections until it ends.
@@ -196,6 +205,15 @@ fn start(g: Grant) -> (Proxy, SocketAddr) {
     (Proxy::start(l, g).unwrap(), addr)
 }
 
+fn start_with(g: Grant, limits: Limits) -> (Proxy, SocketAddr) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    (Proxy::start_with(l, g, limits).unwrap(), addr)
+}
+
+/// A limit short enough for a test to reach, never waited for as such.
+const SHORT: Duration = Duration::from_millis(200);
+
 fn client(proxy: SocketAddr) -> TcpStream {
     let c = TcpStream::connect(proxy).unwrap();
     c.set_read_timeout(Some(PATIENCE)).unwrap();
@@ -224,13 +242,27 @@ fn ended(c: &mut TcpStream) -> bool {
     }
 }
 
-fn allowed(host: &str, port: u16, kind: &str) -> Connection {
+/// True when the peer closed the connection without a byte of answer
+/// (rather than answering, or the read timing out).
+fn dropped(c: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    match c.read(&mut buf) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+fn allowed(host: &str, port: u16, kind: &str, bytes: u64) -> Connection {
     Connection {
         host: host.into(),
         port,
         kind: kind.into(),
         allowed: true,
         reason: None,
+        bytes,
     }
 }
 
@@ -249,7 +281,11 @@ fn connect_tunnel_echoes_both_ways() {
     c.shutdown(std::net::Shutdown::Write).unwrap();
     assert_eq!(read_to_end(&mut c), " and more");
     let log = proxy.finish();
-    assert_eq!(log.connections, vec![allowed("pkg.test", 443, "connect")]);
+    // "ping" and " and more", each up and back down.
+    assert_eq!(
+        log.connections,
+        vec![allowed("pkg.test", 443, "connect", 2 * (4 + 9))]
+    );
     assert_eq!(log.dropped, 0);
 }
 
@@ -275,9 +311,10 @@ fn connect_not_listed_is_refused() {
         vec![Connection {
             allowed: false,
             reason: Some("not on the policy's network.allow list".into()),
-            ..allowed("other.test", 443, "connect")
+            ..allowed("other.test", 443, "connect", 0)
         }]
     );
+    assert_eq!(log.connections[0].bytes, 0);
 }
 
 #[test]
@@ -299,7 +336,12 @@ fn plain_http_goes_in_origin_form() {
     );
     drop(c);
     let log = proxy.finish();
-    assert_eq!(log.connections, vec![allowed("pkg.test", 80, "http")]);
+    // The head as sent upstream, and the whole answer.
+    let bytes = (head.len() + answer.len()) as u64;
+    assert_eq!(
+        log.connections,
+        vec![allowed("pkg.test", 80, "http", bytes)]
+    );
 }
 
 #[test]
@@ -362,7 +404,11 @@ fn tls_server_name_is_judged() {
     assert!(!log.connections[0].allowed);
     let reason = log.connections[0].reason.as_deref().unwrap();
     assert!(reason.contains("evil.test"), "{reason}");
-    assert_eq!(log.connections[1], allowed("pkg.test", 443, "connect"));
+    assert_eq!(log.connections[0].bytes, 0);
+    assert_eq!(
+        log.connections[1],
+        allowed("pkg.test", 443, "connect", 2 * hello.len() as u64)
+    );
 }
 
 #[test]
@@ -406,8 +452,10 @@ fn finish_ends_open_tunnels_and_half_requests() {
     assert!(ended(&mut tunnel));
     assert!(ended(&mut half));
     assert_eq!(log.connections.len(), 2);
-    assert_eq!(log.connections[0], allowed("pkg.test", 443, "connect"));
+    // The tunnel's count up to `finish`: one byte each way.
+    assert_eq!(log.connections[0], allowed("pkg.test", 443, "connect", 2));
     assert_eq!(log.connections[1].host, "other.test");
+    assert_eq!(log.connections[1].bytes, 0);
 }
 
 #[test]
@@ -567,12 +615,149 @@ fn real_curl() {
     // Through a CONNECT tunnel.
     assert_eq!(run(&["--proxytunnel", "http://pkg.test:443/y"]), "hello");
     assert!(heads.recv().unwrap().starts_with("GET /y HTTP/1.1\r\n"));
-    let log = proxy.finish();
+    let mut log = proxy.finish();
+    // What curl sends is curl's; something went both ways.
+    for c in &mut log.connections {
+        assert!(c.bytes > 0, "{c:?}");
+        c.bytes = 0;
+    }
     assert_eq!(
         log.connections,
         vec![
-            allowed("pkg.test", 80, "http"),
-            allowed("pkg.test", 443, "connect")
+            allowed("pkg.test", 80, "http", 0),
+            allowed("pkg.test", 443, "connect", 0)
         ]
     );
+}
+
+#[test]
+fn the_default_limits() {
+    assert_eq!(
+        Limits::default(),
+        Limits {
+            idle: IDLE_TIMEOUT,
+            head: HEAD_TIMEOUT
+        }
+    );
+    assert_eq!(IDLE_TIMEOUT, Duration::from_secs(300));
+    assert_eq!(HEAD_TIMEOUT, Duration::from_secs(30));
+}
+
+#[test]
+fn a_tunnel_counts_its_bytes_both_ways() {
+    const N: usize = 300_000;
+    let echo = echo_server(1);
+    let (proxy, addr) = start(grant(&["pkg.test"], &[("pkg.test", echo)]));
+    let (mut c, head) = connect(addr, "pkg.test:443");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    let sent: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+    let got = thread::scope(|s| {
+        let mut up = c.try_clone().unwrap();
+        let sent = &sent;
+        s.spawn(move || {
+            up.write_all(sent).unwrap();
+            up.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    assert!(got == sent, "{} bytes came back", got.len());
+    let log = proxy.finish();
+    assert_eq!(
+        log.connections,
+        vec![allowed("pkg.test", 443, "connect", 2 * N as u64)]
+    );
+}
+
+#[test]
+fn idle_connections_are_closed() {
+    let echo = echo_server(3);
+    let limits = Limits {
+        idle: SHORT,
+        head: PATIENCE,
+    };
+    let (proxy, addr) = start_with(grant(&["pkg.test"], &[("pkg.test", echo)]), limits);
+    // A tunnel that carried a byte each way, then nothing.
+    let (mut used, head) = connect(addr, "pkg.test:443");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    used.write_all(b"x").unwrap();
+    let mut b = [0u8];
+    used.read_exact(&mut b).unwrap();
+    assert!(ended(&mut used), "the idle tunnel stayed open");
+    // A tunnel whose client never sends its first bytes.
+    let (mut silent, head) = connect(addr, "pkg.test:443");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(ended(&mut silent), "the silent tunnel stayed open");
+    // A plain request whose upstream never answers (it only echoes).
+    let mut plain = client(addr);
+    plain
+        .write_all(b"GET http://pkg.test:443/ HTTP/1.1\r\nHost: pkg.test:443\r\n\r\n")
+        .unwrap();
+    assert!(ended(&mut plain), "the idle request stayed open");
+    let log = proxy.finish();
+    assert_eq!(log.connections.len(), 3);
+    assert!(log.connections.iter().all(|c| c.allowed), "{log:?}");
+    assert_eq!(log.connections[0].bytes, 2);
+    assert_eq!(log.connections[1].bytes, 0);
+}
+
+#[test]
+fn idle_connections_free_their_slots() {
+    let echo = echo_server(MAX_SERVED + 1);
+    let limits = Limits {
+        idle: SHORT,
+        head: PATIENCE,
+    };
+    let (proxy, addr) = start_with(grant(&["pkg.test"], &[("pkg.test", echo)]), limits);
+    let idle: Vec<TcpStream> = (0..MAX_SERVED)
+        .map(|_| {
+            let (c, head) = connect(addr, "pkg.test:443");
+            assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+            c
+        })
+        .collect();
+    for mut c in idle {
+        assert!(ended(&mut c), "an idle tunnel stayed open");
+    }
+    // A slot is freed just after its client sees the end; until then the
+    // proxy may still answer 503 (and close before reading the request,
+    // which can reset it). `PATIENCE` only turns a hang into a failure.
+    let give_up = std::time::Instant::now() + PATIENCE;
+    loop {
+        assert!(std::time::Instant::now() < give_up, "no slot was freed");
+        let mut c = client(addr);
+        if c.write_all(b"CONNECT pkg.test:443 HTTP/1.1\r\n\r\n")
+            .is_err()
+        {
+            continue;
+        }
+        let head = read_head(&mut c);
+        if head.is_empty() || head.starts_with("HTTP/1.1 503 ") {
+            continue;
+        }
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        c.write_all(b"x").unwrap();
+        let mut b = [0u8];
+        c.read_exact(&mut b).unwrap();
+        break;
+    }
+    drop(proxy);
+}
+
+#[test]
+fn a_slow_request_head_is_dropped() {
+    let limits = Limits {
+        idle: PATIENCE,
+        head: SHORT,
+    };
+    let (proxy, addr) = start_with(grant(&["pkg.test"], &[]), limits);
+    let mut half = client(addr);
+    half.write_all(b"GET http://pkg.test/ HTTP/1.1\r\nHost: pk")
+        .unwrap();
+    let mut silent = client(addr);
+    assert!(dropped(&mut half), "the slow head was not dropped");
+    assert!(dropped(&mut silent), "the silent client was not dropped");
+    let log = proxy.finish();
+    assert_eq!(log, Log::default());
 }

@@ -76,23 +76,27 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v[k].as_str().unwrap_or("")
 }
 
-/// The `network` entries of a RunResult as (host, port, kind, allowed).
-fn connections(r: &Value) -> Vec<(String, u64, String, bool)> {
-    r["network"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|c| {
-                    (
-                        s(c, "host").to_string(),
-                        c["port"].as_u64().unwrap_or(0),
-                        s(c, "kind").to_string(),
-                        c["allowed"].as_bool().unwrap_or(false),
-                    )
-                })
-                .collect()
+/// Admitted (host, port, connections) and refused (host, port).
+type Report = (Vec<(String, u64, u64)>, Vec<(String, u64)>);
+
+/// The RunResult's `network` report.
+fn network(r: &Value) -> Report {
+    let list = |k: &str| r["network"][k].as_array().cloned().unwrap_or_default();
+    let allowed = list("allowed")
+        .iter()
+        .map(|c| {
+            (
+                s(c, "host").to_string(),
+                c["port"].as_u64().unwrap_or(0),
+                c["connections"].as_u64().unwrap_or(0),
+            )
         })
-        .unwrap_or_default()
+        .collect();
+    let refused = list("refused")
+        .iter()
+        .map(|c| (s(c, "host").to_string(), c["port"].as_u64().unwrap_or(0)))
+        .collect();
+    (allowed, refused)
 }
 
 /// Connects straight to an address, ignoring every proxy variable.
@@ -139,13 +143,22 @@ fn a_domain_list_reaches_the_listed_hosts_through_the_proxy_and_nothing_else() {
         ),
         "{r}"
     );
-    // What the run asked for, in order, and what was refused.
+    // What the run reached, and what it was refused, with the key that
+    // would admit it.
     assert_eq!(
-        connections(&r),
-        vec![
-            ("pkg.test".into(), 80, "http".into(), true),
-            ("other.test".into(), 80, "http".into(), false),
-        ],
+        network(&r),
+        (
+            vec![("pkg.test".into(), 80, 1)],
+            vec![("other.test".into(), 80)]
+        ),
+        "{r}"
+    );
+    assert!(
+        s(&r["network"]["refused"][0], "hint").contains("add \"other.test\" to network.allow"),
+        "{r}"
+    );
+    assert!(
+        r["network"]["allowed"][0]["bytes"].as_u64().unwrap() > 0,
         "{r}"
     );
     let warnings = r["warnings"].to_string();
@@ -163,13 +176,35 @@ fn a_domain_list_reaches_the_listed_hosts_through_the_proxy_and_nothing_else() {
     );
     assert_eq!(s(&r, "stdout"), "tls failed\nrefused\n", "{r}");
     assert_eq!(
-        connections(&r),
-        vec![
-            ("pkg.test".into(), 443, "connect".into(), true),
-            ("other.test".into(), 443, "connect".into(), false),
-        ],
+        network(&r),
+        (
+            vec![("pkg.test".into(), 443, 1)],
+            vec![("other.test".into(), 443)]
+        ),
         "{r}"
     );
+
+    // An IP literal not on the list, the cloud metadata address among
+    // them, is refused; a listed name that resolves to loopback is refused
+    // for its address (a pin is the way to a private address).
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"localhost:{port}\"] }}\n[commands]\nallow = [\"curl\"]\n",
+        port = server.port
+    ));
+    let r = run(
+        &p,
+        ws.path(),
+        &format!(
+            "curl -sS -o /dev/null -w '%{{http_code}}\\n' http://169.254.169.254/latest/meta-data/; \
+             curl -sS -o /dev/null -w '%{{http_code}}\\n' --noproxy '' http://localhost:{}/hello.txt",
+            server.port
+        ),
+    );
+    assert_eq!(s(&r, "stdout"), "403\n403\n", "{r}");
+    let refused = &r["network"]["refused"];
+    assert_eq!(s(&refused[0], "host"), "169.254.169.254", "{r}");
+    assert!(s(&refused[1], "reason").contains("private or local"), "{r}");
+    assert!(s(&refused[1], "hint").contains("network.resolve"), "{r}");
 }
 
 /// Fetches a URL through the proxy variables, as most clients do.
@@ -222,7 +257,11 @@ fn network_commands_give_the_proxy_to_the_listed_programs_only_by_the_kernel() {
         "{r}"
     );
     // Only curl's own two requests reached the proxy at all.
-    assert_eq!(connections(&r).len(), 2, "{r}");
+    assert_eq!(
+        network(&r),
+        (vec![("pkg.test".into(), 80, 2)], vec![]),
+        "{r}"
+    );
     // A program run directly, not through the interpreter, gets its layer
     // too.
     let r = run(&p, ws.path(), &format!("python3 fetch.py {url}"));
@@ -290,10 +329,84 @@ fn pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached() {
     );
     assert_eq!(s(&r, "stdout"), "42\n", "{r}");
     assert_eq!(r["exitCode"], 0, "{r}");
-    let seen = connections(&r);
-    assert!(!seen.is_empty(), "{r}");
-    assert!(
-        seen.iter().all(|(h, _, _, ok)| h == "pkg.test" && *ok),
-        "{r}"
+    let (allowed, refused) = network(&r);
+    assert!(!allowed.is_empty(), "{r}");
+    assert!(allowed.iter().all(|(h, _, _)| h == "pkg.test"), "{r}");
+    assert!(refused.is_empty(), "{r}");
+}
+
+fn sh(dir: &Path, script: &str) {
+    let st = Command::new("sh")
+        .args(["-ec", script])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{script}");
+}
+
+#[test]
+fn git_clones_and_npm_installs_through_the_proxy() {
+    let test = "git_clones_and_npm_installs_through_the_proxy";
+    if !ready(test) || !common::ready(test, false, &["git", "npm", "node"]) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    // A repository served over git's dumb HTTP protocol.
+    sh(
+        site.path(),
+        "git init -q src && cd src && echo cloned > a.txt && git add a.txt \
+         && git -c user.name=t -c user.email=t@t commit -qm one \
+         && git clone -q --bare . ../repo.git && cd ../repo.git && git update-server-info",
     );
+    // An npm registry: a package document and its tarball.
+    sh(
+        site.path(),
+        "mkdir pkg && cd pkg && printf '{\"name\":\"tinynpm\",\"version\":\"1.0.0\",\"main\":\"index.js\"}' > package.json \
+         && echo 'module.exports = 42;' > index.js && npm pack -q --silent >/dev/null && mv tinynpm-1.0.0.tgz ..",
+    );
+    let server = Server::start(site.path());
+    let tgz = std::fs::read(site.path().join("tinynpm-1.0.0.tgz")).unwrap();
+    let sha1 = Command::new("sha1sum")
+        .arg(site.path().join("tinynpm-1.0.0.tgz"))
+        .output()
+        .unwrap();
+    let sha1 = String::from_utf8_lossy(&sha1.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(!tgz.is_empty());
+    std::fs::write(
+        site.path().join("tinynpm"),
+        format!(
+            "{{\"name\":\"tinynpm\",\"dist-tags\":{{\"latest\":\"1.0.0\"}},\"versions\":{{\"1.0.0\":\
+             {{\"name\":\"tinynpm\",\"version\":\"1.0.0\",\"main\":\"index.js\",\
+             \"dist\":{{\"tarball\":\"http://pkg.test/tinynpm-1.0.0.tgz\",\"shasum\":\"{sha1}\"}}}}}}}}"
+        ),
+    )
+    .unwrap();
+    let exec_path = Command::new("git").arg("--exec-path").output().unwrap();
+    let exec_path = String::from_utf8_lossy(&exec_path.stdout)
+        .trim()
+        .to_string();
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         limits.timeout_ms = 300000\n\
+         [commands]\nallow = [\"git\", \"npm\", \"node\", \"cat\"]\n\
+         [scopes]\nexec = [\"{exec_path}\", \"/usr/bin/env\"]\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    let r = run(
+        &p,
+        ws.path(),
+        "git clone -q http://pkg.test/repo.git c && cat c/a.txt \
+         && npm install --registry http://pkg.test/ --no-audit --no-fund -s tinynpm \
+         && node -e 'console.log(require(\"tinynpm\"))'",
+    );
+    assert_eq!(s(&r, "stdout"), "cloned\n42\n", "{r}");
+    let (allowed, refused) = network(&r);
+    assert!(allowed.iter().all(|(h, _, _)| h == "pkg.test"), "{r}");
+    assert!(refused.is_empty(), "{r}");
 }
