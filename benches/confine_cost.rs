@@ -97,6 +97,21 @@ fn main() {
         }
         report(label, a, b);
     }
+    // A domain list against network = "none" with its namespace: the
+    // proxy's listener handed over and its threads started and joined.
+    if std::env::var_os("PREPARE_ONLY").is_none() {
+        let domains = parse(&policy_text(
+            "confinement = \"required\"\nnetwork = { allow = [\"pypi.org\"] }",
+        ));
+        run(&domains);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            a.push(run(&on_netns));
+            b.push(run(&domains));
+        }
+        println!("(\"off\" below is network = \"none\" with a namespace, \"on\" a domain list)");
+        report("engine, network = { allow } vs none + netns", a, b);
+    }
 
     // Where the added time goes: building the rule set and filter in the
     // parent, and the PID namespace the guardian gets (confinement "off"

@@ -213,7 +213,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         }
         println!(
             "policy {source}: confinement = {:?}, network = {:?}",
-            policy.confinement, policy.network
+            policy.confinement, policy.network.level
         );
         if let Ok(c) = prepared.as_ref() {
             let r = c.report();

@@ -410,3 +410,54 @@ fn git_clones_and_npm_installs_through_the_proxy() {
     assert!(allowed.iter().all(|(h, _, _)| h == "pkg.test"), "{r}");
     assert!(refused.is_empty(), "{r}");
 }
+
+#[test]
+fn two_hundred_runs_with_a_proxy_each_leave_nothing_behind() {
+    let test = "two_hundred_runs_with_a_proxy_each_leave_nothing_behind";
+    if !ready(test) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("hello.txt"), "hello\n").unwrap();
+    let server = Server::start(site.path());
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         [commands]\nallow = [\"curl\"]\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    // Twenty at a time, each its own namespace and proxy.
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..20)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut bad = Vec::new();
+                    for _ in 0..10 {
+                        let r = run(&p, ws.path(), "curl -sS http://pkg.test/hello.txt");
+                        if s_of(&r) != "hello\n" {
+                            bad.push(r.to_string());
+                        }
+                    }
+                    bad
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} failed: {}",
+        failures.len(),
+        failures[0]
+    );
+    // Every run's agent-rsh (its proxy threads with it) and guardian ended.
+    let left = common::processes_with(p.path.to_str().unwrap());
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn s_of(r: &Value) -> &str {
+    s(r, "stdout")
+}
