@@ -66,6 +66,7 @@ impl Interp<'_> {
                 Ok(i32::from(last == 0))
             }
             "read" => self.read(c, args, offsets),
+            "getopts" => self.getopts(c, args, offsets),
             "command" => self.command_builtin(c, args, offsets),
             "type" => self.type_builtin(args),
             "hash" => self.hash_builtin(args),
@@ -261,6 +262,7 @@ impl Interp<'_> {
                 "errexit" => self.opts.errexit,
                 "nounset" => self.opts.nounset,
                 "pipefail" => self.opts.pipefail,
+                "noglob" => self.opts.noglob,
                 "braceexpand" | "hashall" | "interactive-comments" => true,
                 _ => false,
             },
@@ -289,6 +291,119 @@ impl Interp<'_> {
             return Ok(2);
         }
         Ok(i32::from(!v))
+    }
+
+    // ---- getopts ----
+
+    /// `getopts OPTSTRING NAME [ARG...]` as bash runs it: one option per
+    /// call from ARG (or the positional parameters), OPTIND and OPTARG
+    /// set, a letter inside a group (`-ab`) remembered between calls.
+    fn getopts(&mut self, c: &SimpleCommand, args: &[String], offsets: &[usize]) -> R<i32> {
+        let [spec, name, rest @ ..] = args else {
+            say("getopts: usage: getopts optstring name [arg ...]");
+            return Ok(2);
+        };
+        let at = offsets.get(2).copied().unwrap_or(c.offset);
+        if !crate::lex::is_identifier(name) {
+            say(&format!("getopts: `{name}': not a valid identifier"));
+            return Ok(1);
+        }
+        let words: Vec<String> = if rest.is_empty() {
+            self.positional[1..].to_vec()
+        } else {
+            rest.to_vec()
+        };
+        let silent = spec.starts_with(':');
+        let mut optind = self
+            .var("OPTIND")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(1)
+            .max(1);
+        // OPTIND changed by the script (`OPTIND=1` to start again): a new
+        // argument, from its first letter.
+        let mut pos = if self.getopts_at.0 == optind {
+            self.getopts_at.1
+        } else {
+            1
+        };
+        let done = |me: &mut Self, optind: usize| -> R<i32> {
+            me.assign_screened(name, "?".into(), at)?;
+            me.set_var("OPTIND", optind.to_string());
+            me.getopts_at = (optind, 1);
+            Ok(1)
+        };
+        let Some(word) = words.get(optind - 1).cloned() else {
+            return done(self, optind);
+        };
+        if pos == 1 {
+            if word == "--" {
+                return done(self, optind + 1);
+            }
+            if !word.starts_with('-') || word == "-" {
+                return done(self, optind);
+            }
+        }
+        let letters: Vec<char> = word.chars().collect();
+        let Some(&letter) = letters.get(pos) else {
+            return done(self, optind);
+        };
+        pos += 1;
+        let at_end = pos >= letters.len();
+        let known = letter != ':' && spec.contains(letter);
+        let takes =
+            known && spec[spec.find(letter).unwrap_or(0) + letter.len_utf8()..].starts_with(':');
+        let argv0 = self.positional[0].clone();
+        let mut value = letter.to_string();
+        let mut optarg = None;
+        if !known {
+            if silent {
+                optarg = Some(letter.to_string());
+            } else {
+                write_fd(
+                    2,
+                    format!("{argv0}: illegal option -- {letter}\n").as_bytes(),
+                );
+            }
+            value = "?".into();
+            if at_end {
+                optind += 1;
+                pos = 1;
+            }
+        } else if takes {
+            if !at_end {
+                optarg = Some(letters[pos..].iter().collect());
+                optind += 1;
+            } else if let Some(next) = words.get(optind) {
+                optarg = Some(next.clone());
+                optind += 2;
+            } else {
+                if silent {
+                    value = ":".into();
+                    optarg = Some(letter.to_string());
+                } else {
+                    write_fd(
+                        2,
+                        format!("{argv0}: option requires an argument -- {letter}\n").as_bytes(),
+                    );
+                    value = "?".into();
+                }
+                optind += 1;
+            }
+            pos = 1;
+        } else if at_end {
+            optind += 1;
+            pos = 1;
+        }
+        self.assign_screened(name, value, at)?;
+        match optarg {
+            Some(v) => self.set_var("OPTARG", v),
+            None => {
+                self.vars.remove("OPTARG");
+            }
+        }
+        self.set_var("OPTIND", optind.to_string());
+        self.getopts_at = (optind, pos);
+        Ok(0)
     }
 
     // ---- read ----

@@ -42,6 +42,10 @@ pub trait Shell {
     fn last_status(&self) -> i32;
     fn pid(&self) -> u32;
     fn nounset(&self) -> bool;
+    /// `set -f`: words are not pathname-expanded.
+    fn noglob(&self) -> bool {
+        false
+    }
     /// `$0` then the positional parameters.
     fn positional(&self) -> &[String];
     /// Runs a command substitution; its standard output.
@@ -754,7 +758,7 @@ pub fn fields_judged(
         let ifs = ifs(sh);
         for f in fields_of(segs, &ifs) {
             let text: String = f.chars.iter().map(|t| t.0).collect();
-            if glob::has_magic(&f.chars) {
+            if !sh.noglob() && glob::has_magic(&f.chars) {
                 let dir = emptied_dir(&f.chars);
                 let matches = glob::expand(&f.chars, sh.dirs());
                 match dir {

@@ -158,6 +158,9 @@ struct Interp<'s> {
     frame: Option<Rc<Frame>>,
     /// `$0`, then `$1`...
     positional: Vec<String>,
+    /// `getopts`: the OPTIND it last set and the next option letter's
+    /// index in that argument (bash keeps the same hidden state).
+    getopts_at: (usize, usize),
     /// Nesting of `source`: where `return` is allowed.
     sourcing: u32,
     /// The functions defined so far, with the script file each was read
@@ -448,6 +451,7 @@ impl<'s> Interp<'s> {
             forked_at: 0,
             frame: None,
             positional: vec!["agent-rsh".into()],
+            getopts_at: (0, 1),
             sourcing: 0,
             functions: HashMap::new(),
             locals: Vec::new(),
@@ -2339,6 +2343,10 @@ impl Shell for Interp<'_> {
 
     fn pid(&self) -> u32 {
         self.top_pid
+    }
+
+    fn noglob(&self) -> bool {
+        self.opts.noglob
     }
 
     fn nounset(&self) -> bool {

@@ -1,5 +1,5 @@
-//! `set -e`, `set -u`, `set -o pipefail`: the shell options agent-rsh's
-//! interpreter supports.
+//! `set -e`, `set -u`, `set -f`, `set -o pipefail`: the shell options
+//! agent-rsh's interpreter supports.
 
 use crate::check::Denial;
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,9 @@ pub struct Options {
     pub errexit: bool,
     pub nounset: bool,
     pub pipefail: bool,
+    /// `set -f`: no pathname expansion.
+    #[serde(default)]
+    pub noglob: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +19,7 @@ pub enum Opt {
     Errexit,
     Nounset,
     Pipefail,
+    Noglob,
 }
 
 impl Options {
@@ -25,6 +29,7 @@ impl Options {
                 Opt::Errexit => self.errexit = on,
                 Opt::Nounset => self.nounset = on,
                 Opt::Pipefail => self.pipefail = on,
+                Opt::Noglob => self.noglob = on,
             }
         }
     }
@@ -34,7 +39,7 @@ fn refuse(what: String) -> Denial {
     Denial::new(
         "syntax.unsupported",
         format!("`set {what}` is not supported"),
-        "agent-rsh supports set -e, set -u and set -o pipefail (and their + forms)",
+        "agent-rsh supports set -e, set -u, set -f and set -o pipefail (and their + forms)",
     )
 }
 
@@ -43,6 +48,7 @@ fn long(name: &str) -> Option<Opt> {
         "errexit" => Some(Opt::Errexit),
         "nounset" => Some(Opt::Nounset),
         "pipefail" => Some(Opt::Pipefail),
+        "noglob" => Some(Opt::Noglob),
         _ => None,
     }
 }
@@ -71,6 +77,7 @@ pub fn parse_set(args: &[String]) -> Result<Vec<(Opt, bool)>, (usize, Denial)> {
             match f {
                 'e' => out.push((Opt::Errexit, on)),
                 'u' => out.push((Opt::Nounset, on)),
+                'f' => out.push((Opt::Noglob, on)),
                 'o' => wants_long += 1,
                 _ => return Err((i, refuse(a.clone()))),
             }
@@ -109,6 +116,7 @@ mod tests {
             errexit: true,
             nounset: true,
             pipefail: true,
+            noglob: false,
         };
         assert_eq!(s(&["-euo", "pipefail"]), Ok(all));
         assert_eq!(s(&["-e", "-u", "-o", "pipefail"]), Ok(all));
@@ -118,6 +126,8 @@ mod tests {
         );
         assert_eq!(s(&["-e", "+e"]), Ok(Options::default()));
         assert_eq!(s(&["-x"]), Err(0));
+        assert!(s(&["-ef"]).unwrap().noglob);
+        assert!(!s(&["-o", "noglob", "+f"]).unwrap().noglob);
         assert_eq!(s(&["-e", "--", "a"]), Err(1));
         assert_eq!(s(&["-o"]), Err(0));
         assert_eq!(s(&["-o", "vi"]), Err(1));

@@ -75,7 +75,7 @@ pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as
 pub const BUILTINS: &[&str] = &[
     "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
     "wait", "echo", "printf", "test", "[", "[[", "((", "let", "read", "command", "type", "hash",
-    "jobs", "shift", "local", "declare", "typeset", "return",
+    "jobs", "shift", "local", "declare", "typeset", "return", "getopts",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -127,10 +127,6 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
         "trap" => (
             "syntax.unsupported",
             "`trap` is not supported: run the clean-up commands at the end of the script, e.g. `CMD; st=$?; rm -f TMP; exit $st`",
-        ),
-        "getopts" => (
-            "syntax.unsupported",
-            "`getopts` is not supported: match the options with `case \"$opt\" in -a) ...;; esac`",
         ),
         "readonly" => (
             "syntax.unsupported",

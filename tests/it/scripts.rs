@@ -410,3 +410,62 @@ fn npx_runs_an_installed_program_and_never_downloads() {
         assert_eq!(r["denial"]["rule"], "args.npm.exec", "{cmd}: {r}");
     }
 }
+
+/// getopts and `set -f` as bash runs them, compared with bash on the same
+/// script: groups of letters, arguments attached and separate, `--`, an
+/// unknown letter and a missing argument (loud and silent), OPTIND reset.
+const GETOPTS_SH: &str = r#"f() {
+  OPTIND=1
+  while getopts "ab:c" opt "$@"; do
+    echo "opt=$opt arg=${OPTARG-unset} ind=$OPTIND"
+  done
+  echo "end opt=$opt ind=$OPTIND"
+  shift $((OPTIND - 1))
+  echo "rest=$*"
+}
+f -a -b val -c file1
+f -acb x y
+f -ab
+f -x -a -- -c
+f plain -a
+g() { OPTIND=1; while getopts ":ab:" o "$@"; do echo "o=$o a=${OPTARG-unset}"; done; }
+g -z -b
+set -f; echo *; set +f; echo g*
+"#;
+
+#[test]
+fn getopts_and_noglob_run_as_in_bash() {
+    if !common::ready("getopts_and_noglob_run_as_in_bash", false, &["bash"]) {
+        return;
+    }
+    let p = policy(POLICY);
+    let ws = workspace(&[("g.sh", GETOPTS_SH)]);
+    let bash = std::process::Command::new("bash")
+        .args(["--norc", "g.sh"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    let r = run_json(&p.path, ws.path(), "sh g.sh");
+    assert_eq!(
+        r["stdout"].as_str().unwrap(),
+        String::from_utf8_lossy(&bash.stdout),
+        "{r}"
+    );
+    assert_eq!(
+        r["stderr"].as_str().unwrap(),
+        String::from_utf8_lossy(&bash.stderr),
+        "{r}"
+    );
+    // debianutils' which, a /bin/sh script with getopts and set -f.
+    if std::path::Path::new("/usr/bin/which").exists() {
+        let p = policy("[commands]\nallow = [\"which\", \"cat\"]\n");
+        let r = run_json(&p.path, ws.path(), "which cat nosuch; echo st=$?");
+        let cat = ["/usr/local/bin", "/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join("cat"))
+            .find(|p| p.exists())
+            .unwrap();
+        assert_eq!(r["stdout"], format!("{}\nst=1\n", cat.display()), "{r}");
+        assert_eq!(r["stderr"], "", "{r}");
+    }
+}
