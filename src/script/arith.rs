@@ -37,10 +37,14 @@ const MAX_NEST: usize = 200;
 
 /// Evaluates `expr`.
 pub fn eval(expr: &str, vars: &mut dyn Vars) -> Result<i64, Error> {
-    eval_at(expr, vars, 0)
+    eval_at(expr, vars, 0, 0)
 }
 
-fn eval_at(expr: &str, vars: &mut dyn Vars, depth: usize) -> Result<i64, Error> {
+/// `nest`: the nesting of the expressions this one is the value of a
+/// variable in, carried over so that one limit bounds the evaluator's
+/// stack however the nesting is made (parentheses, unary operators, or a
+/// variable whose value refers to itself).
+fn eval_at(expr: &str, vars: &mut dyn Vars, depth: usize, nest: usize) -> Result<i64, Error> {
     // bash reads (and names in its messages) the text from its first
     // non-blank character.
     let expr = expr.trim_start_matches([' ', '\t', '\n']);
@@ -54,7 +58,7 @@ fn eval_at(expr: &str, vars: &mut dyn Vars, depth: usize) -> Result<i64, Error> 
         src: expr,
         vars,
         depth,
-        nest: 0,
+        nest,
         noeval: 0,
         tok: Tok::Eof,
         start: 0,
@@ -505,7 +509,7 @@ impl P<'_> {
         {
             return Ok(n);
         }
-        eval_at(&v, self.vars, self.depth + 1)
+        eval_at(&v, self.vars, self.depth + 1, self.nest + 1)
     }
 }
 
@@ -659,6 +663,38 @@ mod tests {
             ),
         ] {
             assert_eq!(ev(e), Err(m.to_string()), "{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod self_reference {
+    use super::*;
+
+    struct Loop;
+    impl Vars for Loop {
+        fn get(&mut self, _: &str) -> Option<String> {
+            // Every name's value refers to itself, through parentheses.
+            Some("(((((((((( -(x) ))))))))))".into())
+        }
+        fn set(&mut self, _: &str, _: i64) -> Result<(), Denial> {
+            Ok(())
+        }
+    }
+
+    /// A value that refers to itself ends in bash's message, within the
+    /// one nesting limit, on a thread's default stack (2 MiB).
+    #[test]
+    fn a_self_referring_value_is_an_error_not_an_overflow() {
+        let r = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(|| eval("x + 1", &mut Loop))
+            .unwrap()
+            .join()
+            .unwrap();
+        match r {
+            Err(Error::Eval(m)) => assert!(m.contains("recursion level exceeded"), "{m}"),
+            other => panic!("{other:?}"),
         }
     }
 }
