@@ -461,3 +461,43 @@ fn two_hundred_runs_with_a_proxy_each_leave_nothing_behind() {
 fn s_of(r: &Value) -> &str {
     s(r, "stdout")
 }
+
+/// Without a network namespace the proxy cannot be the run's only way
+/// out: "required" refuses before anything runs, "best-effort" runs with
+/// no network and says so.
+#[test]
+fn a_domain_list_without_a_network_namespace_fails_closed() {
+    let ws = tempfile::tempdir().unwrap();
+    for (mode, refused) in [("required", true), ("best-effort", false)] {
+        let p = common::policy(&format!(
+            "confinement = \"{mode}\"\nnetwork = {{ allow = [\"pypi.org\"] }}\n[commands]\nallow = [\"touch\"]\n"
+        ));
+        let out = Command::new(bin())
+            .args(["run", "--json", "--policy"])
+            .arg(&p.path)
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--", "touch ran"])
+            .env(agent_rsh::confine::probe::SIMULATE_ENV, "netns")
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if refused {
+            assert_eq!(out.status.code(), Some(125), "{r}");
+            assert!(
+                s(&r, "error").contains("a network namespace (network = { allow = [...] })"),
+                "{r}"
+            );
+            assert!(!ws.path().join("ran").exists(), "the command ran: {r}");
+        } else {
+            assert_eq!(r["exitCode"], 0, "{r}");
+            assert_eq!(r["confinement"]["network"], "none", "{r}");
+            assert!(
+                r["warnings"]
+                    .to_string()
+                    .contains("network = { allow = [...] } is not enforced"),
+                "{r}"
+            );
+        }
+    }
+}
