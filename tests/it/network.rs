@@ -501,3 +501,96 @@ fn a_domain_list_without_a_network_namespace_fails_closed() {
         }
     }
 }
+
+/// An HTTPS server on the host with a certificate for pkg.test from a
+/// certificate authority the test makes; prints its port.
+const HTTPS_PY: &str = r#"
+import http.server, ssl, sys
+httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+print("Serving HTTPS on 127.0.0.1 port", httpd.server_address[1], flush=True)
+httpd.serve_forever()
+"#;
+
+/// Through the proxy's CONNECT by hand, then TLS that names `sni`:
+/// prints the page, or why TLS failed.
+const SNI_PY: &str = r#"
+import socket, ssl, sys
+sni = sys.argv[1]
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT pkg.test:443 HTTP/1.1\r\nHost: pkg.test:443\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+ctx = ssl.create_default_context(cafile="ca.pem")
+ctx.check_hostname = False
+try:
+    t = ctx.wrap_socket(s, server_hostname=sni)
+    t.sendall(b"GET /hello.txt HTTP/1.0\r\nHost: pkg.test\r\n\r\n")
+    print(sni, "served" if b"hello" in t.recv(4096) + t.recv(4096) else "no page")
+except (ssl.SSLError, OSError) as e:
+    print(sni, "refused")
+"#;
+
+#[test]
+fn https_through_the_proxy_is_verified_end_to_end_and_the_server_name_is_checked() {
+    let test = "https_through_the_proxy_is_verified_end_to_end_and_the_server_name_is_checked";
+    if !ready(test) || !common::ready(test, false, &["openssl"]) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("hello.txt"), "hello over tls\n").unwrap();
+    sh(
+        site.path(),
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=agent-rsh-test-ca 2>/dev/null \
+         && openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=pkg.test 2>/dev/null \
+         && printf 'subjectAltName=DNS:pkg.test\\n' > ext \
+         && openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext 2>/dev/null",
+    );
+    let mut child = Command::new("python3")
+        .args(["-u", "-c", HTTPS_PY])
+        .arg(site.path().join("srv.pem"))
+        .arg(site.path().join("srv.key"))
+        .current_dir(site.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Server {
+        port: line
+            .split("port ")
+            .nth(1)
+            .and_then(|r| r.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the HTTPS server said {line:?}")),
+        child,
+    };
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         [commands]\nallow = [\"curl\", \"python3\"]\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::copy(site.path().join("ca.pem"), ws.path().join("ca.pem")).unwrap();
+    std::fs::write(ws.path().join("sni.py"), SNI_PY).unwrap();
+    // curl verifies the server's certificate through the tunnel: the proxy
+    // relays TLS, it does not end it.
+    let r = run(
+        &p,
+        ws.path(),
+        "curl -sS --cacert ca.pem https://pkg.test/hello.txt; python3 sni.py pkg.test; python3 sni.py evil.test",
+    );
+    assert_eq!(
+        s(&r, "stdout"),
+        "hello over tls\npkg.test served\nevil.test refused\n",
+        "{r}"
+    );
+    let refused = &r["network"]["refused"];
+    assert!(s(&refused[0], "reason").contains("evil.test"), "{r}");
+    assert_eq!(r["network"]["allowed"][0]["connections"], 2, "{r}");
+}
