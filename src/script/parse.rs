@@ -894,6 +894,22 @@ impl<'a, 'r> Parser<'a, 'r> {
                     self.pos += 1;
                     self.read_quoted(&mut parts, Quoting::Double, i)?;
                 }
+                // bash reads a single-quoted string as one piece here too
+                // (its `))` does not close the expression); the quotes stay
+                // in the text, which the evaluator then refuses as bash's
+                // does.
+                b'\'' => {
+                    let Some(len) = self.src[i + 1..].find('\'') else {
+                        return Err(err(
+                            "lex.unterminated",
+                            self.at(i),
+                            "a single quote in the arithmetic expression is never closed".into(),
+                            "remove the quote: arithmetic takes numbers and variable names",
+                        ));
+                    };
+                    push_quoted(&mut parts, &self.src[i..i + len + 2]);
+                    self.pos = i + len + 2;
+                }
                 b'\\' if self.byte(i + 1) == Some(b'\n') => self.pos += 2,
                 b'$' => self.read_dollar(&mut parts, true)?,
                 b'`' => self.read_backquote(&mut parts, true)?,

@@ -209,6 +209,10 @@ fn refusals() {
         ("echo $[1+2]", "syntax.arithmetic", 5),
         ("echo $((1+2)", "syntax.error", 11),
         ("echo $((1+2", "lex.unterminated", 5),
+        // A quote inside is read as bash reads it: `))` inside it does not
+        // close the expression.
+        ("echo $(( n * 2' + 1 ))", "lex.unterminated", 14),
+        ("(( 'x ))", "lex.unterminated", 3),
         ("((x++)", "syntax.error", 5),
         ("for ((i=0;i<3;i++)); do :; done", "syntax.arithmetic", 0),
         ("[[ -f x", "syntax.error", 7),
