@@ -54,6 +54,17 @@ fn ready(test: &str) -> bool {
     common::ready(test, false, &["curl"])
 }
 
+/// A policy that lets `programs` reach pkg.test, pinned to the host's
+/// 127.0.0.1:`port`, through the proxy.
+fn pinned_policy(port: u16, programs: &[&str]) -> common::TestPolicy {
+    let allow: Vec<String> = programs.iter().map(|p| format!("{p:?}")).collect();
+    common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{port}\" }} }}\n\
+         [commands]\nallow = [{}]\n",
+        allow.join(", ")
+    ))
+}
+
 fn run(policy: &common::TestPolicy, ws: &Path, cmd: &str) -> Value {
     let out = Command::new(bin())
         .args(["run", "--json", "--policy"])
@@ -120,11 +131,7 @@ fn a_domain_list_reaches_the_listed_hosts_through_the_proxy_and_nothing_else() {
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("hello.txt"), "hello from pkg.test\n").unwrap();
     let server = Server::start(site.path());
-    let p = common::policy(&format!(
-        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
-         [commands]\nallow = [\"curl\", \"python3\"]\n",
-        server.port
-    ));
+    let p = pinned_policy(server.port, &["curl", "python3"]);
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("direct.py"), DIRECT_PY).unwrap();
     let cmd = format!(
@@ -420,11 +427,7 @@ fn two_hundred_runs_with_a_proxy_each_leave_nothing_behind() {
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("hello.txt"), "hello\n").unwrap();
     let server = Server::start(site.path());
-    let p = common::policy(&format!(
-        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
-         [commands]\nallow = [\"curl\"]\n",
-        server.port
-    ));
+    let p = pinned_policy(server.port, &["curl"]);
     let ws = tempfile::tempdir().unwrap();
     // Twenty at a time, each its own namespace and proxy.
     let failures: Vec<String> = std::thread::scope(|s| {
@@ -570,11 +573,7 @@ fn https_through_the_proxy_is_verified_end_to_end_and_the_server_name_is_checked
             .unwrap_or_else(|| panic!("the HTTPS server said {line:?}")),
         child,
     };
-    let p = common::policy(&format!(
-        "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
-         [commands]\nallow = [\"curl\", \"python3\"]\n",
-        server.port
-    ));
+    let p = pinned_policy(server.port, &["curl", "python3"]);
     let ws = tempfile::tempdir().unwrap();
     std::fs::copy(site.path().join("ca.pem"), ws.path().join("ca.pem")).unwrap();
     std::fs::write(ws.path().join("sni.py"), SNI_PY).unwrap();
