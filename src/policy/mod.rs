@@ -15,6 +15,7 @@ pub mod profiles;
 pub mod rules;
 pub mod sed;
 pub mod shell;
+pub mod toolchains;
 
 pub use audit::AuditPolicy;
 pub use jobs::JobsPolicy;

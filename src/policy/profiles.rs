@@ -1,6 +1,7 @@
 //! Ready policies for `agent-rsh policy init --profile NAME`: `inspect`,
 //! `coding`, `ci` (policy/profiles/*.toml). A profile that needs to know
-//! this machine (git's exec path) is completed when it is written.
+//! this machine (git's exec path, the compilers it has: toolchains.rs) is
+//! completed when it is written.
 
 use std::process::Command;
 
@@ -27,7 +28,13 @@ pub fn text(profile: Option<Profile>) -> String {
         Some(Profile::Coding) => CODING,
         Some(Profile::Ci) => CI,
     };
-    t.replace("@GIT_EXEC_PATH@", &git_exec_path())
+    let t = t.replace("@GIT_EXEC_PATH@", &git_exec_path());
+    if t.contains("@TOOLCHAIN_ALLOW@") {
+        let found = super::toolchains::detect();
+        super::toolchains::fill(&t, &found, &super::Scopes::default().read)
+    } else {
+        t
+    }
 }
 
 /// `"DIR", ` for git's exec path on this machine, or nothing when git is
@@ -57,7 +64,14 @@ mod tests {
         for p in [Profile::Inspect, Profile::Coding, Profile::Ci] {
             let t = text(Some(p));
             // No placeholder is left (an email address may hold `@`).
-            assert!(!t.contains("@GIT_EXEC_PATH@"), "{p:?}: {t}");
+            for ph in [
+                "@GIT_EXEC_PATH@",
+                "@TOOLCHAIN_",
+                "@SEARCH_PATH@",
+                "@SCOPES_READ@",
+            ] {
+                assert!(!t.contains(ph), "{p:?}: {t}");
+            }
             Policy::parse(&t, Source::Embedded).unwrap_or_else(|e| panic!("{p:?}: {e}"));
         }
         let inspect = Policy::parse(&text(Some(Profile::Inspect)), Source::Embedded).unwrap();

@@ -1211,7 +1211,10 @@ impl Interp<'_> {
         for a in &c.assignments {
             // The static check screened the command string's; a script
             // file's are screened here.
-            let screened = if shell_only {
+            let screened = if argv.is_empty() {
+                let exported = self.vars.get(&a.name).is_some_and(|v| v.exported);
+                verify::screen_bare_name(&self.policy, &a.name, a.offset, exported)
+            } else if shell_only {
                 verify::screen_shell_name(&self.policy, &a.name, a.offset)
             } else {
                 verify::screen_name(&self.policy, &a.name, a.offset)
@@ -2332,7 +2335,9 @@ impl Shell for Interp<'_> {
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
-        verify::screen_name(&self.policy, name, 0).map_err(ExpandError::Denied)?;
+        // `${NAME:=value}` assigns as a bare assignment does.
+        let exported = self.vars.get(name).is_some_and(|v| v.exported);
+        verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
         Interp::set_var(self, name, value);
         Ok(())
     }

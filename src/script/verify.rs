@@ -184,6 +184,37 @@ pub fn screen_shell_name(policy: &Policy, name: &str, offset: usize) -> Result<(
     screen_name(policy, name, offset)
 }
 
+/// Screens a bare assignment (`NAME=value`, no command). It sets a shell
+/// variable, which no program sees unless the name is exported, so a name
+/// `--env` refuses (`CC`, `PYTHONPATH`, `LD_PRELOAD`) may be set while it is
+/// not exported: configure scripts do `CC=${CC:-cc}` and pass `$CC` as a
+/// word, which the argument rules see. `export NAME`, `declare -x` and a
+/// command's prefix are screened when they happen. PATH and the pinned
+/// names stay refused: the interpreter itself reads them.
+pub fn screen_bare_name(
+    policy: &Policy,
+    name: &str,
+    offset: usize,
+    exported: bool,
+) -> Result<(), Denial> {
+    if exported || check::env::PINNED.contains(&name) {
+        return screen_shell_name(policy, name, offset);
+    }
+    Ok(())
+}
+
+/// Whether a run's environment may hold `name` when it starts: the
+/// defaults, the offline and proxy switches, `env.pass` and `env.set`.
+pub fn exported_at_start(policy: &Policy, name: &str) -> bool {
+    policy.env.pass.iter().any(|p| p == name)
+        || policy.env.set.contains_key(name)
+        || check::env::DEFAULTS.iter().any(|(k, _)| *k == name)
+        || check::env::OFFLINE.iter().any(|(k, _)| *k == name)
+        || check::env::proxy_variables()
+            .iter()
+            .any(|(k, _)| *k == name)
+}
+
 /// Devices a redirection may always write to.
 pub fn harmless_device(path: &str) -> bool {
     matches!(path, "/dev/null" | "/dev/stdout" | "/dev/stderr")
@@ -242,7 +273,8 @@ struct Verifier<'p> {
     /// body, whose commands are checked where they stand.
     functions: HashSet<String>,
     /// The script sources a file (`source`, `.`), which may define
-    /// functions: a name not on the allowlist is judged when it runs.
+    /// functions, or assigns PATH: a name not on the allowlist, or not
+    /// installed, is judged when it runs.
     sources: bool,
 }
 
@@ -318,13 +350,22 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
     v.functions = functions;
     let mut cmds = Vec::new();
     each_simple(script, &script.body, &mut |c| cmds.push(c));
+    // A sourced file (a venv's `activate`) or an assignment to PATH may
+    // put a workspace directory on the search path before a name runs.
     v.sources = cmds.iter().any(|c| {
         c.words
             .first()
             .is_some_and(|w| w.is_bare("source") || w.is_bare("."))
+            || c.assignments.iter().any(|a| a.name == "PATH")
+            || c.words.iter().any(|w| {
+                w.parts
+                    .first()
+                    .is_some_and(|p| matches!(p, Part::Lit(t) if t.starts_with("PATH=")))
+            })
     });
     for_each_param_assignment(script, &mut |name, offset| {
-        if let Err(d) = screen_name(policy, name, offset) {
+        let exported = exported_at_start(policy, name);
+        if let Err(d) = screen_bare_name(policy, name, offset, exported) {
             v.out.stages.push(StageVerdict {
                 id: usize::MAX,
                 offset,
@@ -510,7 +551,10 @@ impl Verifier<'_> {
                 }),
         };
         for a in &c.assignments {
-            let screened = if shell_only {
+            let screened = if c.words.is_empty() {
+                let exported = exported_at_start(self.policy, &a.name);
+                screen_bare_name(self.policy, &a.name, a.offset, exported)
+            } else if shell_only {
                 screen_shell_name(self.policy, &a.name, a.offset)
             } else {
                 screen_name(self.policy, &a.name, a.offset)
@@ -637,9 +681,14 @@ impl Verifier<'_> {
             // `commands.workspace`: a name the policy does not list may be
             // the project's own program, found on PATH when it runs.
             // And a sourced file may define it as a function.
+            // An allowed name not installed may be the workspace's own
+            // (`.venv/bin/pytest`) once PATH has changed.
             Err(d)
                 if (self.policy.commands.workspace || self.sources)
-                    && d.rule == "command.not-allowed" =>
+                    && (d.rule == "command.not-allowed"
+                        || (d.kind == DenialKind::NotFound
+                            && self.policy.commands.workspace
+                            && self.sources)) =>
             {
                 verdict.verdict = "atRunTime";
                 self.push(verdict);

@@ -190,3 +190,22 @@ pub fn pytest_venv() -> Result<PathBuf, String> {
     std::fs::write(&stamp, mark).unwrap();
     Ok(venv)
 }
+
+/// A directory of wheels for installing pytest into a fresh venv with
+/// `pip install --no-index --find-links DIR`: pytest, its dependencies and
+/// `wheel` (which builds a C extension's wheel), downloaded once with the
+/// pytest venv's pip.
+pub fn pytest_wheels() -> Result<PathBuf, String> {
+    let dir = tmp_dir("pytest").join("wheels");
+    let stamp = dir.join(".agent-rsh-downloaded");
+    if stamp.is_file() {
+        return Ok(dir);
+    }
+    let venv = pytest_venv()?;
+    run(Command::new(venv.join("bin/pip"))
+        .args(["download", "-q", "--disable-pip-version-check", "-d"])
+        .arg(&dir)
+        .args(["pytest", "wheel"]))?;
+    std::fs::write(&stamp, "").unwrap();
+    Ok(dir)
+}

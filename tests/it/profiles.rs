@@ -240,3 +240,374 @@ fn the_coding_profile_commits_with_its_identity_and_has_the_build_tools() {
         r"Alice <agent-rsh@localhost>\nagent-rsh <agent-rsh@localhost>\nLinux\n5\ntools-ok\n",
     );
 }
+
+/// `git status` of a repository after a run: the files it does not ignore
+/// and those it does, each list sorted.
+fn status(repo: &Path) -> (Vec<String>, Vec<String>) {
+    let text = git(repo, &["status", "--porcelain", "--ignored"]);
+    let (mut plain, mut ignored) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        match line.strip_prefix("!! ") {
+            Some(p) => ignored.push(p.to_string()),
+            None => plain.push(line.to_string()),
+        }
+    }
+    plain.sort();
+    ignored.sort();
+    (plain, ignored)
+}
+
+/// Runs `cmd` with the repository as the workspace; asserts it passed and
+/// printed `expect`, and returns what it printed.
+fn builds(policy: &Path, repo: &Path, cmd: &str, expect: &str) -> String {
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(policy)
+        .arg("--workspace")
+        .arg(repo)
+        .arg(cmd)
+        .output()
+        .unwrap();
+    let r: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{cmd}: {e}: {out:?}"));
+    let all = format!(
+        "{}{}",
+        r["stdout"].as_str().unwrap_or(""),
+        r["stderr"].as_str().unwrap_or("")
+    );
+    assert_eq!(r["exitCode"], 0, "{cmd}: {r}");
+    assert!(all.contains(expect), "{cmd}: want {expect:?} in {r}");
+    all
+}
+
+fn executable(p: &Path) {
+    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+const CONFIGURE: &str = r##"#!/bin/sh
+# A small configure: find a working C compiler, write config.mk and config.h.
+CC=${CC:-cc}
+printf 'checking for a C compiler... '
+cat > conftest.c <<'END'
+int main(void) { return 0; }
+END
+if $CC -o conftest conftest.c 2>/dev/null && ./conftest; then
+  echo "$CC"
+else
+  echo no; rm -f conftest conftest.c; exit 1
+fi
+rm -f conftest conftest.c
+echo "CC = $CC" > config.mk
+echo '#define GREETING "hello"' > config.h
+echo "configure: done"
+"##;
+
+const C_MAKEFILE: &str = "include config.mk\nCFLAGS = -O2 -Wall\nall: hello\n\
+hello: hello.o util.o\n\t$(CC) $(CFLAGS) -o $@ hello.o util.o\n\
+%.o: %.c config.h\n\t$(CC) $(CFLAGS) -c $<\n\
+test: hello\n\t./hello > out.txt\n\tgrep -q 'hello 42' out.txt && echo 'make test: ok'\n\
+.PHONY: all test\n";
+
+/// A C project as autoconf users know it: `./configure` (a /bin/sh script
+/// that compiles and runs a test program), make with the compiler found on
+/// this machine when the profile was written, a test that runs the built
+/// program. Everything it leaves is ignored.
+#[test]
+fn the_coding_profile_configures_builds_and_tests_a_c_project() {
+    if !common::ready("coding profile: C project", false, &["git", "cc", "make"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[
+        ("configure", CONFIGURE),
+        ("Makefile", C_MAKEFILE),
+        (
+            "hello.c",
+            "#include <stdio.h>\n#include <string.h>\n#include \"config.h\"\nint twice(int);\n\
+             int main(void) { printf(\"%s %d\\n\", GREETING, twice(21)); return strlen(GREETING) == 5 ? 0 : 1; }\n",
+        ),
+        ("util.c", "int twice(int x) { return 2 * x; }\n"),
+        (".gitignore", "hello\n*.o\nout.txt\nconfig.mk\nconfig.h\n"),
+    ]);
+    executable(&r.path().join("configure"));
+    git(r.path(), &["add", "configure"]);
+    git(r.path(), &["commit", "-qm", "executable"]);
+    builds(
+        &coding,
+        r.path(),
+        "./configure && make && make test",
+        "make test: ok",
+    );
+    let (plain, ignored) = status(r.path());
+    assert!(plain.is_empty(), "{plain:?}");
+    assert_eq!(
+        ignored,
+        [
+            "config.h",
+            "config.mk",
+            "hello",
+            "hello.o",
+            "out.txt",
+            "util.o"
+        ]
+    );
+}
+
+/// A crate with a build script and a proc-macro dependency vendored in the
+/// repository: `cargo test --offline` builds and runs both (programs and a
+/// shared object cargo makes in target/), with the Rust toolchain found
+/// when the profile was written.
+#[test]
+fn the_coding_profile_tests_a_cargo_crate_with_a_build_script_and_a_proc_macro() {
+    if !common::ready("coding profile: cargo crate", false, &["git", "cc"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let text = std::fs::read_to_string(&coding).unwrap();
+    if !text.contains("\"cargo\"") {
+        common::unavailable(
+            "coding profile: cargo crate",
+            "policy init found no Rust toolchain (rustc on the search path or in ~/.cargo/bin)",
+        );
+        return;
+    }
+    let r = repo(&[
+        (
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\nshout = { path = \"vendor/shout\" }\n",
+        ),
+        (
+            "build.rs",
+            "fn main() {\n    let out = std::env::var(\"OUT_DIR\").unwrap();\n    \
+             std::fs::write(format!(\"{out}/answer.rs\"), \"pub const ANSWER: u32 = 42;\\n\").unwrap();\n    \
+             println!(\"cargo:rerun-if-changed=build.rs\");\n}\n",
+        ),
+        (
+            "src/lib.rs",
+            "include!(concat!(env!(\"OUT_DIR\"), \"/answer.rs\"));\nshout::shout!(hello);\n\
+             pub fn add(a: u32, b: u32) -> u32 { a + b }\n\
+             #[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(40, 2), super::ANSWER); }\n    \
+             #[test]\n    fn shouts() { assert_eq!(super::hello(), \"HELLO\"); }\n}\n",
+        ),
+        (
+            "vendor/shout/Cargo.toml",
+            "[package]\nname = \"shout\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[lib]\nproc-macro = true\n",
+        ),
+        (
+            "vendor/shout/src/lib.rs",
+            "use proc_macro::TokenStream;\n#[proc_macro]\npub fn shout(input: TokenStream) -> TokenStream {\n    \
+             let name = input.to_string();\n    \
+             format!(\"pub fn {name}() -> &'static str {{ \\\"{}\\\" }}\", name.to_uppercase()).parse().unwrap()\n}\n",
+        ),
+        (".gitignore", "/target\nCargo.lock\n"),
+    ]);
+    builds(
+        &coding,
+        r.path(),
+        "cargo test --offline",
+        "test result: ok. 2 passed",
+    );
+    let (plain, ignored) = status(r.path());
+    assert!(plain.is_empty(), "{plain:?}");
+    assert_eq!(ignored, ["Cargo.lock", "target/"]);
+}
+
+const MINI_LINT: &str = r##"#!/usr/bin/env node
+const fs = require('fs'), path = require('path');
+let bad = 0;
+function walk(d) {
+  for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+    const p = path.join(d, e.name);
+    if (e.isDirectory()) walk(p);
+    else if (p.endsWith('.js')) fs.readFileSync(p, 'utf8').split('\n').forEach((l, i) => {
+      if (/\s+$/.test(l)) { console.log(`${p}:${i + 1}: trailing whitespace`); bad++; }
+    });
+  }
+}
+walk(process.argv[2] || '.');
+console.log(`mini-lint: ${bad} problems`);
+process.exit(bad ? 1 : 0);
+"##;
+
+const MINI_TAPE: &str = r##"#!/bin/sh
+n=0; fail=0
+for f in "$@"; do
+  n=$((n + 1))
+  if node "$f"; then echo "ok $n $f"; else echo "not ok $n $f"; fail=$((fail + 1)); fi
+done
+echo "1..$n"
+[ "$fail" -eq 0 ] && echo "# pass $n"
+exit "$fail"
+"##;
+
+const NPM_PACKAGE: &str = r##"{
+  "name": "calc", "version": "1.0.0", "private": true,
+  "scripts": {
+    "postinstall": "node -e \"require('fs').writeFileSync('src/version.js', 'module.exports = 1;\\n')\"",
+    "test": "mini-lint src && mini-tape test/*.js"
+  },
+  "devDependencies": {
+    "mini-lint": "file:vendor/mini-lint-1.0.0.tgz",
+    "mini-tape": "file:vendor/mini-tape-1.0.0.tgz"
+  }
+}
+"##;
+
+/// An npm package whose test script runs a linter (a node script) and a
+/// test runner (a /bin/sh script, so the interpreter runs it) from
+/// node_modules/.bin, installed from tarballs in the repository, with a
+/// postinstall lifecycle script.
+#[test]
+fn the_coding_profile_installs_and_tests_an_npm_package_with_its_own_bins() {
+    if !common::ready(
+        "coding profile: npm package",
+        false,
+        &["git", "node", "npm"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[
+        ("package.json", NPM_PACKAGE),
+        ("src/add.js", "module.exports = (a, b) => a + b;\n"),
+        (
+            "test/add.js",
+            "const assert = require('assert');\nassert.strictEqual(require('../src/add')(2, 3), 5);\n\
+             assert.strictEqual(require('../src/version'), 1);\n",
+        ),
+        (
+            ".gitignore",
+            "node_modules/\nsrc/version.js\npackage-lock.json\n",
+        ),
+    ]);
+    // The two tools, packed as a registry would serve them.
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(r.path().join("vendor")).unwrap();
+    for (name, file, body) in [
+        ("mini-lint", "lint.js", MINI_LINT),
+        ("mini-tape", "tape.sh", MINI_TAPE),
+    ] {
+        let d = tools.path().join(name);
+        std::fs::create_dir_all(d.join("bin")).unwrap();
+        std::fs::write(
+            d.join("package.json"),
+            format!(
+                r#"{{"name": "{name}", "version": "1.0.0", "bin": {{"{name}": "bin/{file}"}}}}"#
+            ),
+        )
+        .unwrap();
+        std::fs::write(d.join("bin").join(file), body).unwrap();
+        executable(&d.join("bin").join(file));
+        let out = std::process::Command::new("npm")
+            .args(["pack", "-q", "--pack-destination"])
+            .arg(r.path().join("vendor"))
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "npm pack {name}: {out:?}");
+    }
+    git(r.path(), &["add", "-A"]);
+    git(r.path(), &["commit", "-qm", "vendor"]);
+    let all = builds(
+        &coding,
+        r.path(),
+        "npm install --no-audit --no-fund && npm test",
+        "# pass 1",
+    );
+    assert!(all.contains("mini-lint: 0 problems"), "{all}");
+    let (plain, ignored) = status(r.path());
+    assert!(plain.is_empty(), "{plain:?}");
+    assert_eq!(
+        ignored,
+        ["node_modules/", "package-lock.json", "src/version.js"]
+    );
+}
+
+const SPEED_C: &str = r##"#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *add(PyObject *self, PyObject *args) {
+    long a, b;
+    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
+    return PyLong_FromLong(a + b);
+}
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speed", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&module); }
+"##;
+
+/// A Python package with a C extension: a venv made in the repository and
+/// activated, pytest and the package installed into it from local wheels
+/// (the extension compiled by the toolchain the profile found, then loaded
+/// from the venv), and pytest run by name from the venv.
+#[test]
+fn the_coding_profile_builds_a_python_c_extension_into_a_venv_and_tests_it() {
+    let test = "coding profile: Python C extension";
+    if !common::ready(test, false, &["git", "cc"]) {
+        return;
+    }
+    let headers = std::fs::read_dir("/usr/include")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("Python.h").is_file());
+    if !headers {
+        common::unavailable(test, "needs Python's headers (Debian: python3-dev)");
+        return;
+    }
+    let wheels = match common::pytest_wheels() {
+        Ok(w) => w,
+        Err(why) => {
+            common::unavailable(test, &why);
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[
+        (
+            "setup.py",
+            "from setuptools import Extension, setup\n\nsetup(\n    name=\"fastcalc\",\n    version=\"0.1\",\n    \
+             package_dir={\"\": \"src\"},\n    packages=[\"fastcalc\"],\n    \
+             ext_modules=[Extension(\"fastcalc._speed\", [\"src/fastcalc/_speed.c\"])],\n)\n",
+        ),
+        (
+            "src/fastcalc/__init__.py",
+            "from ._speed import add\n\ndef double(x):\n    return add(x, x)\n",
+        ),
+        ("src/fastcalc/_speed.c", SPEED_C),
+        (
+            "tests/test_speed.py",
+            "import fastcalc\n\ndef test_add():\n    assert fastcalc.add(2, 3) == 5\n\n\
+             def test_double():\n    assert fastcalc.double(21) == 42\n",
+        ),
+        (
+            ".gitignore",
+            ".venv/\nbuild/\n*.egg-info/\n__pycache__/\n.pytest_cache/\nwheels/\n",
+        ),
+    ]);
+    let local = r.path().join("wheels");
+    std::fs::create_dir_all(&local).unwrap();
+    for e in std::fs::read_dir(&wheels).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "whl") {
+            std::fs::copy(e.path(), local.join(e.file_name())).unwrap();
+        }
+    }
+    builds(
+        &coding,
+        r.path(),
+        "python3 -m venv .venv && . .venv/bin/activate \
+         && pip install -q --no-index --find-links wheels pytest wheel \
+         && pip install -q --no-index --find-links wheels . && pytest -q tests",
+        "2 passed",
+    );
+    let (plain, ignored) = status(r.path());
+    assert!(plain.is_empty(), "{plain:?}");
+    for want in [".venv/", "build/", "wheels/"] {
+        assert!(ignored.iter().any(|i| i == want), "{want} in {ignored:?}");
+    }
+}

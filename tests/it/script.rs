@@ -226,6 +226,12 @@ fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
         ("touch made; if true; then", "syntax.error", 25),
         ("touch made; echo $[1+1]", "syntax.arithmetic", 17),
         ("touch made; IFS=: ls", "env.dangerous", 12),
+        // A shell variable may hold a name --env refuses; exporting it,
+        // or one the run's environment already holds, is refused.
+        ("touch made; CC=x; export CC", "env.dangerous", 25),
+        ("touch made; CC=x make", "env.dangerous", 12),
+        ("touch made; PAGER=x", "env.dangerous", 12),
+        ("touch made; PATH=/x", "env.dangerous", 12),
     ];
     // `source FILE` is not here: the file is read when it runs, and its
     // commands are checked then (scripts.rs).
@@ -247,6 +253,16 @@ fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
         s.files()
     );
     assert!(!Path::new("/etc/agent-rsh-test").exists());
+}
+
+/// A bare assignment sets a shell variable no program sees: configure
+/// scripts' `CC=${CC:-cc}` runs, and `$CC` is a word the rules judge.
+#[test]
+fn a_shell_variable_may_have_a_name_the_environment_refuses() {
+    let s = setup("");
+    let (v, code) = s.run("CC=${CC:-cc}; : ${CFLAGS:=-O2}; echo \"$CC $CFLAGS\"");
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["stdout"], "cc -O2\n");
 }
 
 #[test]
