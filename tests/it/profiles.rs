@@ -611,3 +611,139 @@ fn the_coding_profile_builds_a_python_c_extension_into_a_venv_and_tests_it() {
         assert!(ignored.iter().any(|i| i == want), "{want} in {ignored:?}");
     }
 }
+
+const ATTACK_C: &str = r##"#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/usr/bin/id", "id", (char *)0);
+        printf("exec errno %d\n", errno);
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(p, 0, 0);
+    int fd = open(OUTSIDE, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) printf("write errno %d\n", errno); else printf("write ok\n");
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(PORT);
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) < 0) printf("net errno %d\n", errno);
+    else printf("net ok\n");
+    struct stat sb;
+    if (chmod(argv[0], 04755) < 0) printf("setuid errno %d\n", errno);
+    else if (stat(argv[0], &sb) == 0 && (sb.st_mode & 04000)) printf("setuid set\n");
+    else printf("setuid dropped\n");
+    fflush(stdout);
+    if (fork() == 0) {
+        setsid();
+        if (fork() == 0) { close(1); close(2); for (;;) pause(); }
+        _exit(0);
+    }
+    printf("daemon started\n");
+    return 0;
+}
+"##;
+
+/// Processes on the host whose command line holds `marker`.
+fn holding(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect()
+}
+
+/// The workspace grant under the coding profile as `policy init` writes it:
+/// a program the run compiles itself runs, and still cannot execute a
+/// system program the policy does not allow, write outside the scopes,
+/// reach the host's loopback under `network = "none"`, keep a setuid bit,
+/// or outlive the run. As root and as an unprivileged account; the
+/// program's targets are in its source, so no argument rule is involved.
+#[test]
+fn a_workspace_program_stays_confined_under_the_coding_profile() {
+    if !common::ready("coding profile: workspace program", false, &["cc"]) {
+        return;
+    }
+    if !common::root() {
+        common::cannot_run("runs the program as root and as nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let coding = init("coding", dir.path());
+    std::fs::set_permissions(&coding, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        outside.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for uid in [0u32, 65534] {
+        let target = outside.path().join(format!("written-by-{uid}"));
+        let marker = format!("mark{}x{uid}", std::process::id());
+        let source = format!(
+            "#define OUTSIDE \"{}\"\n#define PORT {port}\n{ATTACK_C}",
+            target.display()
+        );
+        let cmd = format!("cat > a.c <<'END'\n{source}END\ncc -o a.out a.c && ./a.out {marker}");
+        let out = crate::kernel_escapes::agent_as(uid)
+            .env_remove("AGENT_RSH_POLICY")
+            .args(["run", "--json", "--policy"])
+            .arg(&coding)
+            .args(["--", &cmd])
+            .output()
+            .unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("uid {uid}: {e}: {out:?}"));
+        let text = r["stdout"].as_str().unwrap_or("");
+        assert_eq!(r["exitCode"], 0, "uid {uid}: {r}");
+        for want in [
+            "exec errno 13",
+            "write errno",
+            "net errno",
+            "setuid errno",
+            "daemon started",
+        ] {
+            assert!(text.contains(want), "uid {uid}: {want} in {r}");
+        }
+        assert!(!text.contains("uid="), "uid {uid}: id ran: {r}");
+        assert!(!target.exists(), "uid {uid}: wrote {}", target.display());
+        assert!(listener.accept().is_err(), "uid {uid}: reached the host");
+        // The tree is ended with the run; its reaping may trail the result.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !holding(&marker).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert!(
+            holding(&marker).is_empty(),
+            "uid {uid}: {:?} outlived the run",
+            holding(&marker)
+        );
+    }
+}
