@@ -9,7 +9,8 @@ use std::process::Command;
 pub enum Profile {
     /// Read and search files (the embedded default).
     Inspect,
-    /// Edit, build and test a project: files, git, Python, Node, make.
+    /// Edit, build and test a project: files, git, Python, Node, make, and
+    /// the C, Rust and Java toolchains found on this machine.
     Coding,
     /// A CI script: the coding set, network allowed, warn findings refused.
     Ci,
