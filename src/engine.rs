@@ -170,21 +170,21 @@ pub fn execute(
             }
         }
     }
-    let mut script_sink = ScriptSink(sink);
-    let sink: &mut dyn Sink = if job.is_some() {
-        &mut script_sink
-    } else {
-        script_sink.0
+    let mut run_sink = RunSink {
+        inner: sink,
+        script: job.is_some(),
+        stderr_tail: (!opts.capture).then(Vec::new),
     };
     let outcome = exec::run(
         &plan,
         &cwd,
         &envp,
         &mut confinement,
-        sink,
+        &mut run_sink,
         opts.capture,
         opts.cancel,
     );
+    let stderr_tail = run_sink.stderr_tail.take();
 
     let argv = if job.is_some() {
         Vec::new()
@@ -256,9 +256,14 @@ pub fn execute(
     }
     if let Some((stage, errno)) = o.exec_error {
         explain_exec_error(&mut r, stage, errno);
-    } else if let Some(hint) =
-        crate::confine::refusal_hint(confinement.report(), r.exit_code, &r.stderr)
-    {
+    } else if let Some(hint) = crate::confine::refusal_hint(
+        confinement.report(),
+        r.exit_code,
+        &stderr_tail.map_or_else(
+            || r.stderr.clone(),
+            |t| String::from_utf8_lossy(&t).into_owned(),
+        ),
+    ) {
         r.warnings.push(hint);
     }
     if let Some(w) = network_off_warning(policy, &r, confinement.report()) {
@@ -267,17 +272,34 @@ pub fn execute(
     r
 }
 
-/// Hides the interpreter's own argv from the `start` event: a compound
-/// command's argv is empty, its commands are listed in the RunResult.
-struct ScriptSink<'a>(&'a mut dyn Sink);
+/// Bytes of stderr kept for diagnosis when the output is not captured.
+const DIAGNOSIS_TAIL: usize = 16 << 10;
 
-impl Sink for ScriptSink<'_> {
-    fn started(&mut self, pid: i32, _argv: &[String], cwd: &std::path::Path) {
-        self.0.started(pid, &[], cwd);
+/// The face's sink, as the run sees it. A compound command's `start`
+/// event has an empty argv (its commands are listed in the RunResult,
+/// not the interpreter's own argv). Output that is not captured (text
+/// mode streams it) still leaves the last 16 KiB of stderr, so the
+/// warnings that explain a kernel refusal are given in text mode too.
+struct RunSink<'a> {
+    inner: &'a mut dyn Sink,
+    script: bool,
+    stderr_tail: Option<Vec<u8>>,
+}
+
+impl Sink for RunSink<'_> {
+    fn started(&mut self, pid: i32, argv: &[String], cwd: &std::path::Path) {
+        let argv = if self.script { &[] } else { argv };
+        self.inner.started(pid, argv, cwd);
     }
 
     fn output(&mut self, stream: crate::result::Stream, data: &[u8]) {
-        self.0.output(stream, data);
+        if let (Stream::Stderr, Some(t)) = (stream, self.stderr_tail.as_mut()) {
+            t.extend_from_slice(data);
+            if t.len() > 2 * DIAGNOSIS_TAIL {
+                t.drain(..t.len() - DIAGNOSIS_TAIL);
+            }
+        }
+        self.inner.output(stream, data);
     }
 }
 

@@ -47,6 +47,16 @@ pub fn allowed_programs(policy: &Policy, name: &str) -> String {
         names.sort_unstable();
         return format!("allowed: {}", names.join(", "));
     }
+    // Only names an agent may have meant: a typo's worth of edits, or the
+    // same first three letters (`python` -> python3, pytest).
+    let edits = (name.chars().count() / 3).max(1);
+    names.retain(|n| distance(name, n) <= edits || common_prefix(name, n) >= 3);
+    if names.is_empty() {
+        return format!(
+            "no allowed program has a name close to `{name}` (`agent-rsh policy show` lists the {})",
+            allow.len()
+        );
+    }
     names.sort_by_key(|n| (distance(name, n), *n));
     names.truncate(NEAREST);
     format!(
@@ -80,6 +90,10 @@ pub fn write_file(policy: &Policy) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
 }
 
 /// Edit distance (insertions, deletions, substitutions) between two short
@@ -155,6 +169,14 @@ mod tests {
         assert!(h.starts_with("nearest allowed: python3, pytest"), "{h}");
         assert!(h.ends_with("(64 in all)"), "{h}");
         assert_eq!(distance("gti", "git"), 2);
+        // Nothing close: no list of unrelated names.
+        let h = allowed_programs(&p, "-o");
+        assert!(
+            h.starts_with("no allowed program has a name close to `-o`"),
+            "{h}"
+        );
+        let h = allowed_programs(&p, "tool7");
+        assert!(h.starts_with("nearest allowed: tool07, tool17"), "{h}");
         assert!(!h.contains("policy show"), "{h}");
         assert_eq!(distance("", "ab"), 2);
         assert_eq!(distance("kitten", "sitting"), 3);

@@ -62,6 +62,40 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
             report.seccomp.socket_families.join(", ")
         ));
     }
+    if report.mount_view && stderr.contains("Read-only file system") {
+        hints.push(format!(
+            "\"Read-only file system\"{} inside the run is the mount view: outside the workspace and the write scopes everything is mounted read-only; write in the workspace or the run's TMPDIR, or add the directory to scopes.write in the policy",
+            subject(stderr, &["Read-only file system"])
+                .map(|s| format!(" for {s}"))
+                .unwrap_or_default()
+        ));
+    }
+    // The loader refused to map a shared object executable: Landlock's
+    // execute right covers mmap of code (a C extension pip built, a
+    // plugin), so the file's directory needs the exec grant.
+    if stderr.contains("failed to map segment from shared object") {
+        hints.push(
+            "\"failed to map segment from shared object\": a library may be mapped as code only where the run may execute; a project's own build (a C extension, a plugin) needs commands.workspace = true, a library elsewhere its directory in scopes.exec".to_string(),
+        );
+    }
+    // A compiler that cannot find a header: the include directory is not
+    // readable in the run.
+    if let Some(h) = stderr.lines().find_map(missing_header) {
+        hints.push(format!(
+            "the compiler found no header {h}: its include directory (usually /usr/include) must be in scopes.read; `agent-rsh policy init --profile coding` writes the directories of the compilers it finds"
+        ));
+    }
+    // gcc could not start cc1, as or collect2: the helper's directory is
+    // not in the run (or not executable).
+    if let Some(line) = stderr
+        .lines()
+        .find(|l| l.contains("fatal error: cannot execute"))
+    {
+        hints.push(format!(
+            "{}: the compiler starts its helpers (cc1, as, collect2, ld) itself, so their directories must be in scopes.read and scopes.exec and as and ld allowed; `agent-rsh policy init --profile coding` writes what the compilers it finds need",
+            line.trim()
+        ));
+    }
     if net && (report.network_namespace || report.seccomp.enforced) {
         hints.push(match report.network {
             Network::Loopback => "the run reaches only 127.0.0.1 and ::1 (network = \"loopback\" in the policy): its network namespace has no interface but loopback".to_string(),
@@ -71,6 +105,17 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
         });
     }
     (!hints.is_empty()).then(|| hints.join("; "))
+}
+
+/// gcc's and clang's `fatal error: stdio.h: No such file or directory` /
+/// `fatal error: 'stdio.h' file not found`: the header named.
+fn missing_header(line: &str) -> Option<&str> {
+    let rest = &line[line.find("fatal error: ")? + "fatal error: ".len()..];
+    let h = rest
+        .strip_suffix(": No such file or directory")
+        .or_else(|| rest.strip_suffix(" file not found"))?
+        .trim_matches('\'');
+    h.ends_with(".h").then_some(h)
 }
 
 /// Whether stderr shows an inet socket refused by the seccomp filter (the
@@ -206,6 +251,24 @@ fn quoted(s: &str, last: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_header_is_named_as_gcc_and_clang_say_it() {
+        for (line, want) in [
+            (
+                "hello.c:1:10: fatal error: stdio.h: No such file or directory",
+                Some("stdio.h"),
+            ),
+            (
+                "x.c:2:10: fatal error: 'Python.h' file not found",
+                Some("Python.h"),
+            ),
+            ("cc1: fatal error: x.c: No such file or directory", None),
+            ("ls: cannot access 'x.h': No such file or directory", None),
+        ] {
+            assert_eq!(missing_header(line), want, "{line}");
+        }
+    }
 
     #[test]
     fn the_subject_is_the_path_or_program_the_line_names() {

@@ -747,3 +747,72 @@ fn a_workspace_program_stays_confined_under_the_coding_profile() {
         );
     }
 }
+
+/// Text mode (the output streamed, not captured) gives the warnings that
+/// explain a refusal, as JSON does: a write the read-only mount view
+/// refused, a header the run cannot read, a compiler helper it cannot
+/// start, each naming the policy key that would change it.
+#[test]
+fn text_mode_explains_what_the_run_refused() {
+    if !common::ready("diagnostics in text mode", false, &["python3", "cc"]) {
+        return;
+    }
+    let cc1 = std::process::Command::new("cc")
+        .arg("-print-prog-name=cc1")
+        .output()
+        .unwrap();
+    let cc1 = PathBuf::from(String::from_utf8_lossy(&cc1.stdout).trim());
+    let Some(helpers) = cc1
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    else {
+        common::unavailable("diagnostics in text mode", "cc does not name its cc1 (gcc)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("bare.toml");
+    let with_helpers = dir.path().join("helpers.toml");
+    std::fs::write(&bare, "[commands]\nallow = [\"cc\", \"python3\"]\n").unwrap();
+    // The default scopes, the helpers' directory and the links through
+    // which gcc finds its own prefix, without /usr/include.
+    let shown = agent()
+        .args(["policy", "show", "--policy"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    let h = helpers.display();
+    let text = String::from_utf8(shown.stdout)
+        .unwrap()
+        .replacen(
+            "read = [",
+            &format!("read = [\n    \"{h}\",\n    \"/etc/alternatives\","),
+            1,
+        )
+        .replacen("exec = []", &format!("exec = [\"{h}\"]"), 1);
+    std::fs::write(&with_helpers, text).unwrap();
+    let source = "printf '#include <stdio.h>\\nint main(void) { return 0; }\\n' > a.c; cc -c a.c";
+    for (policy, cmd, want) in [
+        (
+            &bare,
+            "python3 -c 'open(\"/usr/agent-rsh-x\", \"w\")'",
+            "agent-rsh: warning: \"Read-only file system\" for /usr/agent-rsh-x inside the run is the mount view",
+        ),
+        (&bare, source, "the compiler starts its helpers"),
+        (
+            &with_helpers,
+            source,
+            "the compiler found no header stdio.h",
+        ),
+    ] {
+        let out = agent()
+            .args(["run", "--policy"])
+            .arg(policy)
+            .arg(cmd)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{cmd}: {err}");
+        assert!(err.contains(want), "{cmd}: want {want:?} in {err}");
+    }
+}
