@@ -84,6 +84,14 @@ pub struct WrapperSpec {
     /// What runs is never on the command line (`at`, `crontab FILE`,
     /// `parallel`): refused as `wrapper.opaque` unless `no_command_with`.
     pub opaque: bool,
+    /// Options naming a module the interpreter runs as a program
+    /// (python's `-m`): with one of `modules`, the words after it are read
+    /// as that program's (`python3 -m pip uninstall x` as `pip uninstall
+    /// x`) for the rules; the interpreter is what runs, so the program
+    /// need not be allowed. Without one, the interpreter has no inner command.
+    pub module_option: Vec<String>,
+    /// Module name -> the program (and words) whose command line it takes.
+    pub modules: std::collections::BTreeMap<String, String>,
     /// Why the string layer cannot read it, and what to run instead.
     pub opaque_reason: String,
     pub opaque_hint: String,
@@ -143,6 +151,10 @@ pub enum Inner {
     Words(Vec<(String, usize)>),
     /// Several commands (find's actions), each judged on its own.
     Commands(Vec<Vec<(String, usize)>>),
+    /// The wrapper itself runs, reading these words as the named program
+    /// would (`python3 -m pip ...`): judged by that program's rules, not
+    /// looked up on the allowlist.
+    ReadAs(Vec<(String, usize)>),
     /// Something the string layer cannot or must not pass.
     Finding(Problem),
 }
@@ -240,6 +252,9 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
     if !w.actions.is_empty() {
         return actions(w, argv);
     }
+    if !w.module_option.is_empty() {
+        return module(w, n, argv);
+    }
     if w.opaque {
         return opaque(w, argv, 0);
     }
@@ -312,6 +327,23 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
         }
         return Inner::At(i);
     }
+}
+
+/// `python3 -m MODULE ARGS`: ARGS as the program MODULE stands for reads
+/// them. The module's value is the last one given before the positionals.
+fn module(w: &WrapperSpec, n: &Normalized, argv: &[&str]) -> Inner {
+    let Some(o) = find_options(n, &w.module_option).last() else {
+        return Inner::Nothing;
+    };
+    let Some(program) = o.value.and_then(|m| w.modules.get(m)) else {
+        return Inner::Nothing;
+    };
+    let mut words: Vec<(String, usize)> = program
+        .split_whitespace()
+        .map(|p| (p.to_string(), o.value_index))
+        .collect();
+    words.extend((o.value_index + 1..argv.len()).map(|k| (argv[k].to_string(), k)));
+    Inner::ReadAs(words)
 }
 
 /// The first option before the inner command that is not among
