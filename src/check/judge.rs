@@ -242,9 +242,9 @@ impl Judge<'_, '_> {
         let mut read_as = false;
         let inner: Vec<Vec<Word>> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
             Inner::Nothing => return,
-            Inner::ReadAs(new) => {
+            Inner::ReadAs(list) => {
                 read_as = true;
-                vec![owned(new)]
+                list.into_iter().map(owned).collect()
             }
             Inner::At(k) => vec![
                 words[k..]
