@@ -40,6 +40,9 @@ pub struct Grammar {
     /// tar's old style: a first word without `-` is a bundle of short options
     /// whose values are the following words, in order (`tar cfI a.tar sh`).
     pub old_bundle: bool,
+    /// A first word `+NAME` picks a toolchain and is not the subcommand
+    /// (rustup's proxies: `cargo +nightly publish`).
+    pub toolchain_word: bool,
 }
 
 impl Grammar {
@@ -109,6 +112,7 @@ impl Opt<'_> {
         let name = match (self.short, self.long.as_slice()) {
             (Some(c), _) => format!("-{c}"),
             (None, [one]) => format!("--{one}"),
+            (None, []) if self.written.starts_with('+') => self.written.to_string(),
             (None, []) => format!("--{}", self.written),
             (None, many) => format!("--{}", many.to_vec().join("|--")),
         };
@@ -190,6 +194,7 @@ static PLAIN: Grammar = Grammar {
     words: false,
     subcommands: false,
     old_bundle: false,
+    toolchain_word: false,
 };
 
 /// Reads `argv` (argv[0] is the program) as `program`'s parser does.
@@ -205,6 +210,22 @@ pub fn normalize<'a>(
     let mut i = 1;
     if top.old_bundle && argv.len() > 1 && !argv[1].starts_with('-') && !argv[1].is_empty() {
         i = old_bundle(top, argv, &mut out.items);
+    }
+    if top.toolchain_word
+        && argv
+            .get(1)
+            .is_some_and(|w| w.len() > 1 && w.starts_with('+'))
+    {
+        out.items.push(Item::Opt(Opt {
+            index: 1,
+            short: None,
+            long: Vec::new(),
+            written: argv[1],
+            value: None,
+            value_index: 1,
+            offset: 0,
+        }));
+        i = 2;
     }
     let rest = parse(top, argv, i, &mut out.items);
     if let Some(at) = rest.filter(|_| top.subcommands) {
@@ -420,6 +441,10 @@ mod tests {
                 stop = true"#),
             g(r#"commands = ["find"]
                 words = true"#),
+            g(r#"commands = ["cargo"]
+                short_arg = "CZ"
+                subcommands = true
+                toolchain_word = true"#),
         ])
     }
 
@@ -476,6 +501,13 @@ mod tests {
         ("python3 -m pip install -e .", "-m pip install -e ."),
         ("find . -exec id ;", ". -exec id ;"),
         ("unknown -rf --opt=v x", "-r -f --opt=v x"),
+        (
+            "cargo +nightly publish --dry-run",
+            "+nightly publish --dry-run",
+        ),
+        ("cargo +1.80 -Zx publish", "+1.80 -Z x publish"),
+        ("cargo -v +nightly", "-v +nightly"),
+        ("cargo + publish", "+ publish"),
     ];
 
     #[test]
@@ -511,5 +543,13 @@ mod tests {
         let n = normalize(&t, "git", &argv);
         assert_eq!(n.subcommand, Some(("push", 3)));
         assert_eq!(n.positionals().count(), 0);
+        let argv = ["cargo", "+nightly", "publish"];
+        let n = normalize(&t, "cargo", &argv);
+        assert_eq!(n.subcommand, Some(("publish", 2)));
+        let argv = ["cargo", "-v", "+nightly"];
+        assert_eq!(
+            normalize(&t, "cargo", &argv).subcommand,
+            Some(("+nightly", 2))
+        );
     }
 }

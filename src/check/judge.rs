@@ -239,8 +239,13 @@ impl Judge<'_, '_> {
                 })
                 .collect()
         };
+        let mut read_as = false;
         let inner: Vec<Vec<Word>> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
             Inner::Nothing => return,
+            Inner::ReadAs(list) => {
+                read_as = true;
+                list.into_iter().map(owned).collect()
+            }
             Inner::At(k) => vec![
                 words[k..]
                     .iter()
@@ -282,7 +287,10 @@ impl Judge<'_, '_> {
                 });
                 return;
             }
-            self.level(inner, depth + 1, Some(program));
+            // A program read as another (`python3 -m pip`) is itself
+            // what runs: it was resolved; the name it is read as is not.
+            let by = (!read_as).then_some(program);
+            self.level(inner, depth + 1, by);
         }
     }
 

@@ -235,6 +235,17 @@ mod tests {
                     w.commands
                 );
             }
+            for (c, re) in w.calls.iter().zip(w.calls_re()) {
+                let re = re
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{:?}: bad regex {}", w.commands, c.pattern));
+                assert!(
+                    re.capture_names().any(|n| n == Some("arg")) && !c.command.is_empty(),
+                    "{:?}: a call needs an `arg` group and a command: {}",
+                    w.commands,
+                    c.pattern
+                );
+            }
         }
     }
 

@@ -84,11 +84,39 @@ pub struct WrapperSpec {
     /// What runs is never on the command line (`at`, `crontab FILE`,
     /// `parallel`): refused as `wrapper.opaque` unless `no_command_with`.
     pub opaque: bool,
+    /// Options naming a module the interpreter runs as a program
+    /// (python's `-m`): with one of `modules`, the words after it are read
+    /// as that program's (`python3 -m pip uninstall x` as `pip uninstall
+    /// x`) for the rules; the interpreter is what runs, so the program
+    /// need not be allowed. Without one, the interpreter has no inner command.
+    pub module_option: Vec<String>,
+    /// Module name -> the program (and words) whose command line it takes.
+    pub modules: std::collections::BTreeMap<String, String>,
+    /// Options whose value is inline code (`python3 -c`, `perl -e`).
+    pub code_option: Vec<String>,
+    /// Calls in that code whose effect is a command: each match of
+    /// `pattern` whose `arg` group is a literal is read as `command` with
+    /// that literal appended (`os.system('rm -rf .git')` as `sh -c 'rm -rf
+    /// .git'`, `shutil.rmtree('/')` as `rm -rf /`), by that command's
+    /// rules; the interpreter is what runs.
+    pub calls: Vec<CallSpec>,
     /// Why the string layer cannot read it, and what to run instead.
     pub opaque_reason: String,
     pub opaque_hint: String,
     #[serde(skip)]
     no_command_re: OnceLock<Option<Regex>>,
+    #[serde(skip)]
+    calls_re: OnceLock<Vec<Option<Regex>>>,
+}
+
+/// A call in inline code read as a command (`WrapperSpec::calls`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallSpec {
+    /// A regex with a group named `arg`: the call's literal argument.
+    pub pattern: String,
+    /// The command it is read as; the literal is its last word.
+    pub command: Vec<String>,
 }
 
 impl WrapperSpec {
@@ -119,6 +147,16 @@ impl WrapperSpec {
         Ok(())
     }
 
+    /// Compiles `calls` (once per process, on first use).
+    pub fn calls_re(&self) -> &[Option<Regex>] {
+        self.calls_re.get_or_init(|| {
+            self.calls
+                .iter()
+                .map(|c| Regex::new(&c.pattern).ok())
+                .collect()
+        })
+    }
+
     /// Compiles `no_command_word` (the packs' unit test calls it for each).
     pub fn no_command_re(&self) -> Option<&Regex> {
         self.no_command_re
@@ -143,6 +181,10 @@ pub enum Inner {
     Words(Vec<(String, usize)>),
     /// Several commands (find's actions), each judged on its own.
     Commands(Vec<Vec<(String, usize)>>),
+    /// The wrapper itself runs, reading these words as the named program
+    /// would (`python3 -m pip ...`): judged by that program's rules, not
+    /// looked up on the allowlist.
+    ReadAs(Vec<Vec<(String, usize)>>),
     /// Something the string layer cannot or must not pass.
     Finding(Problem),
 }
@@ -240,6 +282,17 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
     if !w.actions.is_empty() {
         return actions(w, argv);
     }
+    // An interpreter runs no other program of its own: only its inline
+    // code's calls and its modules are read as commands.
+    if find_option(n, &w.code_option).is_some() {
+        return calls(w, n);
+    }
+    if !w.module_option.is_empty() {
+        return module(w, n, argv);
+    }
+    if !w.code_option.is_empty() {
+        return Inner::Nothing;
+    }
     if w.opaque {
         return opaque(w, argv, 0);
     }
@@ -311,6 +364,50 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
             return Inner::Words(words);
         }
         return Inner::At(i);
+    }
+}
+
+/// `python3 -m MODULE ARGS`: ARGS as the program MODULE stands for reads
+/// them. The module's value is the last one given before the positionals.
+fn module(w: &WrapperSpec, n: &Normalized, argv: &[&str]) -> Inner {
+    let Some(o) = find_options(n, &w.module_option).last() else {
+        return Inner::Nothing;
+    };
+    let Some(program) = o.value.and_then(|m| w.modules.get(m)) else {
+        return Inner::Nothing;
+    };
+    let mut words: Vec<(String, usize)> = program
+        .split_whitespace()
+        .map(|p| (p.to_string(), o.value_index))
+        .collect();
+    words.extend((o.value_index + 1..argv.len()).map(|k| (argv[k].to_string(), k)));
+    Inner::ReadAs(vec![words])
+}
+
+/// At most this many calls of inline code are read as commands.
+const MAX_CALLS: usize = 16;
+
+/// Inline code (`python3 -c CODE`): each call `calls` knows, with a
+/// literal argument, read as the command it amounts to.
+fn calls(w: &WrapperSpec, n: &Normalized) -> Inner {
+    let mut out = Vec::new();
+    let codes = find_options(n, &w.code_option).filter_map(|o| Some((o.value?, o.value_index)));
+    for ((code, at), (spec, re)) in
+        codes.flat_map(|c| w.calls.iter().zip(w.calls_re()).map(move |x| (c, x)))
+    {
+        let Some(re) = re else { continue };
+        for m in re.captures_iter(code).take(MAX_CALLS) {
+            let Some(arg) = m.name("arg") else { continue };
+            let mut words: Vec<(String, usize)> =
+                spec.command.iter().map(|c| (c.clone(), at)).collect();
+            words.push((arg.as_str().to_string(), at));
+            out.push(words);
+        }
+    }
+    out.truncate(MAX_CALLS);
+    match out.is_empty() {
+        true => Inner::Nothing,
+        false => Inner::ReadAs(out),
     }
 }
 

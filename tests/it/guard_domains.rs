@@ -213,3 +213,42 @@ fn a_domain_pack_switches_off_whole() {
     let j = judged(&p, "terraform destroy").expect("allowed");
     assert!(j.denial.is_some());
 }
+
+/// `policy show --rules` lists every built-in guard rule in force with its
+/// pack, which is its domain: every domain of the table is there, and each
+/// rule the table names appears under the pack its id names.
+#[test]
+fn policy_show_rules_lists_every_domain_and_rule() {
+    let out = crate::common::agent()
+        .args(["policy", "show", "--rules"])
+        .output()
+        .expect("agent-rsh runs");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: BTreeSet<(&str, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some((f.next()?, f.next()?))
+        })
+        .collect();
+    let packs: BTreeSet<&str> = rows.iter().map(|(p, _)| *p).collect();
+    for domain in corpus().keys() {
+        let pack = format!("guard.{domain}");
+        assert!(packs.contains(pack.as_str()), "{pack} not listed:\n{text}");
+    }
+    for d in corpus().values() {
+        for (_, _, rule) in &d.destructive {
+            let pack = agent_rsh::policy::rules::pack_of(rule);
+            assert!(
+                rows.contains(&(pack, rule.as_str())),
+                "{rule} not listed under {pack}"
+            );
+        }
+    }
+    for id in agent_rsh::policy::rules::builtin_rule_ids() {
+        let pack = agent_rsh::policy::rules::pack_of(id);
+        assert!(rows.contains(&(pack, id)), "{id} not listed under {pack}");
+    }
+}
