@@ -75,7 +75,7 @@ pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as
 pub const BUILTINS: &[&str] = &[
     "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
     "wait", "echo", "printf", "test", "[", "[[", "((", "let", "read", "command", "type", "hash",
-    "jobs", "shift", "local", "declare", "typeset", "return", "getopts",
+    "jobs", "shift", "local", "declare", "typeset", "return", "getopts", "trap",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -124,17 +124,13 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.unsupported",
             "arrays are not supported: loop over the lines with `while read -r line; do ...; done < FILE`",
         ),
-        "trap" => (
-            "syntax.unsupported",
-            "`trap` is not supported: run the clean-up commands at the end of the script, e.g. `CMD; st=$?; rm -f TMP; exit $st`",
-        ),
         "readonly" => (
             "syntax.unsupported",
             "`readonly` is not supported: assign the variable (`NAME=value`) and leave it unchanged",
         ),
         "fg" | "bg" | "disown" | "suspend" | "coproc" => (
             "syntax.background",
-            "there is no job control in a run: start long-running commands with `agent-rsh spawn` (or the MCP `spawn` tool) and read their output later",
+            "there is no job control in a run: start the command with `&` and `wait` for it, or start a job that must outlive the run with `agent-rsh spawn` (or the MCP `spawn` tool)",
         ),
         "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt" | "enable"
         | "caller" | "complete" | "compgen" | "compopt" | "dirs" | "pushd" | "popd" | "logout"
