@@ -526,6 +526,18 @@ fn background_jobs_run_inside_the_run_and_end_with_it() {
         ),
     );
     assert_eq!(r["stdout"], format!("[sleep {m} ]\n143\n"), "{r}");
+
+    // A trap's commands built by expansions are checked when the trap
+    // runs: the refused one fails with 126, named `trap` and its line.
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "t=id; trap \"echo bye; $t\" EXIT; echo hi",
+    );
+    assert_eq!(r["stdout"], "hi\nbye\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["refusals"][0]["file"], "trap", "{r}");
+    assert_eq!(r["refusals"][0]["rule"], "command.not-allowed", "{r}");
 }
 
 /// The shape agents write: a server in the background, a client that
