@@ -27,6 +27,9 @@ pub struct AndOr {
     pub first: Pipeline,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rest: Vec<(Connector, Pipeline)>,
+    /// Ended by `&`: runs asynchronously, in a forked copy of the shell.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

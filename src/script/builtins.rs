@@ -70,7 +70,7 @@ impl Interp<'_> {
             "command" => self.command_builtin(c, args, offsets),
             "type" => self.type_builtin(args),
             "hash" => self.hash_builtin(args),
-            "jobs" => Ok(0),
+            "jobs" => Ok(self.jobs_builtin(args)),
             // No positional parameters here: `shift` has nothing to shift.
             "shift" => Ok(match args.first().map(|a| a.trim().parse::<i64>()) {
                 None => 1,
@@ -99,8 +99,11 @@ impl Interp<'_> {
                 }
                 skip_line = false;
             }
-            match self.exec_and_or(ao) {
-                Ok(s) => self.status = s,
+            match self.exec_and_or(ao).and_then(|s| {
+                self.status = s;
+                self.run_pending_traps()
+            }) {
+                Ok(()) => {}
                 Err(Unwind::Abort) if !self.child => {
                     self.status = 1;
                     skip_line = true;

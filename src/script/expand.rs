@@ -41,6 +41,10 @@ pub trait Shell {
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError>;
     fn last_status(&self) -> i32;
     fn pid(&self) -> u32;
+    /// `$!`: the last background job's pid, None before any.
+    fn last_background(&self) -> Option<u32> {
+        None
+    }
     fn nounset(&self) -> bool;
     /// `set -f`: words are not pathname-expanded.
     fn noglob(&self) -> bool {
@@ -492,6 +496,7 @@ fn special(name: &str, sh: &dyn Shell) -> Option<String> {
     match name {
         "?" => Some(sh.last_status().to_string()),
         "$" => Some(sh.pid().to_string()),
+        "!" => sh.last_background().map(|p| p.to_string()),
         "#" => Some((sh.positional().len().saturating_sub(1)).to_string()),
         "*" => Some(sh.positional().get(1..).unwrap_or_default().join(" ")),
         n if n.bytes().all(|b| b.is_ascii_digit()) => {

@@ -18,6 +18,8 @@
 //! The interpreter is single-threaded, so forking and continuing in Rust
 //! (subshells, pipeline stages, command substitutions) is safe.
 
+#[path = "background.rs"]
+mod background;
 #[path = "builtins.rs"]
 mod builtins;
 
@@ -168,6 +170,22 @@ struct Interp<'s> {
     functions: HashMap<String, Rc<Function>>,
     /// One entry per function call running: the variables `local` saved.
     locals: Vec<Vec<(String, Option<Var>)>>,
+    /// The background jobs this shell started (`wait`, `%N`).
+    jobs: Vec<background::BgJob>,
+    /// `$!`: the pid of the last background job.
+    last_bg: Option<i32>,
+    /// Inside a background job: a refusal fails its command with 126 and
+    /// is listed, instead of stopping the script (which goes on beside it).
+    background: bool,
+    /// The command string, for the line of such a refusal.
+    source: Rc<str>,
+    traps: background::Traps,
+    /// Running a trap's commands (no ERR trap, no signal trap inside),
+    /// and `$?` when it started (`exit` alone there ends with it).
+    in_trap: bool,
+    trap_status: i32,
+    /// `exec CMD` ended the shell: no EXIT trap (the shell was replaced).
+    exec_exit: bool,
 }
 
 /// A defined function: its body and where it was read.
@@ -313,6 +331,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     else {
         return 125;
     };
+    it.source = Rc::from(job.script.as_str());
     let r = it.exec_lines(&script.body, &job.script);
     it.finish(r)
 }
@@ -455,6 +474,14 @@ impl<'s> Interp<'s> {
             sourcing: 0,
             functions: HashMap::new(),
             locals: Vec::new(),
+            jobs: Vec::new(),
+            last_bg: None,
+            background: false,
+            source: Rc::from(""),
+            traps: background::Traps::default(),
+            in_trap: false,
+            trap_status: 0,
+            exec_exit: false,
         })
     }
 }
@@ -514,6 +541,12 @@ impl Interp<'_> {
             self.refuse_in(&f.name, &f.text, &d);
             return Unwind::Refused;
         }
+        if self.background {
+            let text = self.source.clone();
+            let name = "<command>".to_string();
+            self.refuse_in(&name, &text, &d);
+            return Unwind::Refused;
+        }
         // Only the first refusal is reported.
         if !self.denied() {
             // SAFETY: as above.
@@ -549,7 +582,18 @@ impl Interp<'_> {
         }
     }
 
+    /// The status the shell ends with, after its EXIT trap (none when a
+    /// refusal stopped the script or `exec` replaced the shell).
     fn finish(&mut self, r: R<i32>) -> i32 {
+        let stopped = matches!(r, Err(Unwind::Denied)) || std::mem::take(&mut self.exec_exit);
+        let code = self.code_of(r);
+        if stopped {
+            return code;
+        }
+        self.run_exit_trap(code)
+    }
+
+    fn code_of(&mut self, r: R<i32>) -> i32 {
         match r {
             Ok(s) => s,
             Err(Unwind::Exit(c)) => c,
@@ -576,15 +620,20 @@ impl Interp<'_> {
 
     fn fork(&mut self) -> R<i32> {
         self.forked_at = now_ns();
+        // The trapped signals wait until the child has its own handlers
+        // (none): one that arrives in between is not lost to either.
+        let old = background::block_trapped();
         // SAFETY: the interpreter is single-threaded.
         let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            say(&format!("fork: {}", errno_text(last_errno())));
-            return Err(Unwind::Fatal);
-        }
         if pid == 0 {
             self.child = true;
             self.reports = self.reports.min(MAX_REPORTS);
+            self.forked();
+        }
+        background::restore_mask(&old);
+        if pid < 0 {
+            say(&format!("fork: {}", errno_text(last_errno())));
+            return Err(Unwind::Fatal);
         }
         Ok(pid)
     }
@@ -594,11 +643,19 @@ impl Interp<'_> {
     fn exec_list(&mut self, l: &List) -> R<i32> {
         for ao in l {
             self.status = self.exec_and_or(ao)?;
+            self.run_pending_traps()?;
         }
         Ok(self.status)
     }
 
     fn exec_and_or(&mut self, ao: &AndOr) -> R<i32> {
+        if ao.background {
+            return self.exec_background(ao);
+        }
+        self.exec_and_or_now(ao)
+    }
+
+    fn exec_and_or_now(&mut self, ao: &AndOr) -> R<i32> {
         let n = ao.rest.len();
         let mut st = self.exec_pipeline_checked(&ao.first, n > 0)?;
         for (i, (c, p)) in ao.rest.iter().enumerate() {
@@ -629,8 +686,11 @@ impl Interp<'_> {
                 p.stages[0].command,
                 Command::Simple(_) | Command::Subshell { .. }
             );
-        if st != 0 && self.opts.errexit && self.errexit_ignored == 0 && !ignore && triggers {
-            return Err(Unwind::Exit(st));
+        if st != 0 && self.errexit_ignored == 0 && !ignore && triggers {
+            self.run_err_trap()?;
+            if self.opts.errexit {
+                return Err(Unwind::Exit(st));
+            }
         }
         Ok(st)
     }
@@ -1323,6 +1383,7 @@ impl Interp<'_> {
             Some(Call::Source { name, text, args }) => {
                 let st = self.run_source(c, name, text, args)?;
                 if exec {
+                    self.exec_exit = true;
                     return Err(Unwind::Exit(st));
                 }
                 return Ok(st);
@@ -1342,6 +1403,7 @@ impl Interp<'_> {
                 };
                 let st = self.run_shell(c, &argv, shell, tail)?;
                 if exec {
+                    self.exec_exit = true;
                     return Err(Unwind::Exit(st));
                 }
                 return Ok(st);
@@ -1388,6 +1450,7 @@ impl Interp<'_> {
         self.report_end(pid, raw, started);
         self.check_denied()?;
         if exec {
+            self.exec_exit = true;
             return Err(Unwind::Exit(status_of(raw)));
         }
         Ok(status_of(raw))
@@ -2086,6 +2149,8 @@ impl Interp<'_> {
         // is not supported).
         self.functions.clear();
         self.locals.clear();
+        // Nor its traps or jobs (ignored signals stay ignored).
+        self.forked();
         self.positional = shell.positional;
         self.run_text(shell.name, text)
     }
@@ -2108,7 +2173,9 @@ impl Interp<'_> {
             me.deny(d)
         };
         Ok(match argv[0].as_str() {
-            ":" | "true" | "wait" => 0,
+            ":" | "true" => 0,
+            "wait" => return self.wait_builtin(args),
+            "trap" => self.trap_builtin(args),
             "return" => {
                 let code = match args.first() {
                     None => self.status,
@@ -2265,6 +2332,8 @@ impl Interp<'_> {
             },
             "exit" => {
                 let code = match args.first() {
+                    // In a trap: the status before the trap, as in bash.
+                    None if self.in_trap => self.trap_status,
                     None => self.status,
                     Some(a) => match a.trim().parse::<i64>() {
                         Ok(n) => (n & 0xff) as i32,
@@ -2348,6 +2417,10 @@ impl Shell for Interp<'_> {
 
     fn pid(&self) -> u32 {
         self.top_pid
+    }
+
+    fn last_background(&self) -> Option<u32> {
+        self.last_bg.map(|p| p as u32)
     }
 
     fn noglob(&self) -> bool {

@@ -819,7 +819,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 self.pos = j;
                 Ok(())
             }
-            Some(c @ (b'?' | b'$' | b'#' | b'0'..=b'9' | b'@' | b'*')) => {
+            Some(c @ (b'?' | b'$' | b'#' | b'0'..=b'9' | b'@' | b'*' | b'!')) => {
                 parts.push(Part::Param(Box::new(Param {
                     offset: at,
                     name: (c as char).to_string(),
@@ -830,7 +830,7 @@ impl<'a, 'r> Parser<'a, 'r> {
                 self.pos = i + 2;
                 Ok(())
             }
-            Some(c @ (b'!' | b'-')) => Err(special_param(at, c)),
+            Some(c @ b'-') => Err(special_param(at, c)),
             _ => {
                 if quoted {
                     push_quoted(parts, "$");
@@ -1059,6 +1059,8 @@ impl<'a, 'r> Parser<'a, 'r> {
                 }
             }
             Some(b'?' | b'$' | b'#' | b'@' | b'*') => j += 1,
+            // `${!}` is `$!`; `${!name}` is indirection.
+            Some(b'!') if self.byte(j + 1) == Some(b'}') => j += 1,
             // `${10}`: every digit belongs to the number, unlike `$10`.
             Some(b'0'..=b'9') => {
                 while self.byte(j).is_some_and(|c| c.is_ascii_digit()) {
@@ -1552,14 +1554,10 @@ impl<'a, 'r> Parser<'a, 'r> {
                     self.next()?;
                 }
                 TokKind::Op(Op::Amp) => {
-                    let at = self.peek()?.at;
-                    return Err(err(
-                        "syntax.background",
-                        at,
-                        "`&` runs a command in the background, which a checked run does not do"
-                            .into(),
-                        "start long-running commands as a background job with `agent-rsh spawn` (or the MCP `spawn` tool) and read their output later",
-                    ));
+                    self.next()?;
+                    if let Some(last) = list.last_mut() {
+                        last.background = true;
+                    }
                 }
                 _ => break,
             }
@@ -1593,7 +1591,11 @@ impl<'a, 'r> Parser<'a, 'r> {
             self.skip_newlines()?;
             rest.push((c, self.parse_pipeline()?));
         }
-        Ok(AndOr { first, rest })
+        Ok(AndOr {
+            first,
+            rest,
+            background: false,
+        })
     }
 
     fn parse_pipeline(&mut self) -> Result<Pipeline, LexError> {
@@ -2294,7 +2296,7 @@ fn process_substitution(at: usize) -> LexError {
 
 fn special_param(at: usize, c: u8) -> LexError {
     let what = match c {
-        b'!' => "$! (background jobs)",
+        b'!' => "`${!NAME}` (indirection)",
         _ => "$-",
     };
     unsupported(at, what, "write the value itself")

@@ -41,6 +41,17 @@ fn lists_and_pipelines() {
             "if a; then if b; then c; fi fi",
             "if a; then if b; then c; fi; fi",
         ),
+        // `&` ends an and-or list, which then runs in the background.
+        ("sleep 1 &", "sleep 1 &"),
+        ("a & b", "a & b"),
+        ("a &\nb &\n", "a & b &"),
+        ("a && b || c & d | e", "a && b || c & d | e"),
+        ("{ a & }; ( b & )", "{ a & }; ( b & )"),
+        ("if a & then b & fi", "if a & then b & fi"),
+        ("case x in a) b & ;; esac", "case x in a) b & ;; esac"),
+        ("x=$(a &)", "x=$(a &)"),
+        ("a&>f&", "a &>f &"),
+        ("echo $! ${!} \"$!\"", "echo ${!} ${!} \"${!}\""),
     ];
     for (i, want) in table {
         assert_eq!(r(i), *want, "input {i:?}");
@@ -198,8 +209,11 @@ fn control_flow() {
 #[test]
 fn refusals() {
     let table: &[(&str, &str, usize)] = &[
-        ("sleep 1 &", "syntax.background", 8),
-        ("a & b", "syntax.background", 2),
+        ("a & ; b", "syntax.error", 4),
+        ("& a", "syntax.error", 0),
+        ("a && & b", "syntax.error", 5),
+        ("a & & b", "syntax.error", 4),
+        ("echo ${!x}", "syntax.unsupported", 5),
         ("cat <(ls)", "syntax.process-substitution", 4),
         // Function definitions: the body is a compound command.
         ("f() ls", "syntax.error", 4),
@@ -287,6 +301,8 @@ fn rendering_reparses_to_itself() {
         "echo \"${x:-'a'}\" $(ls) 'q'",
         "case $x in a|b) echo;; esac",
         "for i in 1 2; do echo $i; done",
+        "{ a & } & b & c",
+        "case $x in a) b & ;; esac &",
     ] {
         let once = r(s);
         assert_eq!(r(&once), once, "input {s:?}");

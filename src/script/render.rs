@@ -14,7 +14,7 @@ pub fn script(s: &Script) -> String {
 fn list(s: &Script, l: &List, out: &mut String) {
     for (i, ao) in l.iter().enumerate() {
         if i > 0 {
-            out.push_str("; ");
+            out.push_str(separator(&l[i - 1]));
         }
         pipeline(s, &ao.first, out);
         for (c, p) in &ao.rest {
@@ -24,7 +24,20 @@ fn list(s: &Script, l: &List, out: &mut String) {
             });
             pipeline(s, p, out);
         }
+        if ao.background {
+            out.push_str(" &");
+        }
     }
+}
+
+/// What follows a list item before the next: `&` ends it already.
+fn separator(ao: &AndOr) -> &'static str {
+    if ao.background { " " } else { "; " }
+}
+
+/// What ends a list that a keyword or `}` follows.
+fn end_of(l: &List) -> &'static str {
+    l.last().map_or("; ", separator)
 }
 
 fn pipeline(s: &Script, p: &Pipeline, out: &mut String) {
@@ -45,7 +58,7 @@ fn pipeline(s: &Script, p: &Pipeline, out: &mut String) {
 
 fn body(s: &Script, l: &List, out: &mut String) {
     list(s, l, out);
-    out.push_str("; ");
+    out.push_str(end_of(l));
 }
 
 pub fn command(s: &Script, c: &Command, out: &mut String) {
@@ -393,7 +406,7 @@ fn span(src: &str, from: usize, to: usize) -> Option<&str> {
 fn v_list(l: &List, src: &str, out: &mut String) -> Option<()> {
     for (i, ao) in l.iter().enumerate() {
         if i > 0 {
-            out.push_str("; ");
+            out.push_str(separator(&l[i - 1]));
         }
         v_pipeline(&ao.first, src, out)?;
         for (c, p) in &ao.rest {
@@ -402,6 +415,9 @@ fn v_list(l: &List, src: &str, out: &mut String) -> Option<()> {
                 Connector::Or => " || ",
             });
             v_pipeline(p, src, out)?;
+        }
+        if ao.background {
+            out.push_str(" &");
         }
     }
     Some(())
@@ -426,7 +442,7 @@ fn v_pipeline(p: &Pipeline, src: &str, out: &mut String) -> Option<()> {
 
 fn v_body(l: &List, src: &str, out: &mut String) -> Option<()> {
     v_list(l, src, out)?;
-    out.push_str("; ");
+    out.push_str(end_of(l));
     Some(())
 }
 

@@ -75,7 +75,7 @@ pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as
 pub const BUILTINS: &[&str] = &[
     "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
     "wait", "echo", "printf", "test", "[", "[[", "((", "let", "read", "command", "type", "hash",
-    "jobs", "shift", "local", "declare", "typeset", "return", "getopts",
+    "jobs", "shift", "local", "declare", "typeset", "return", "getopts", "trap",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -124,17 +124,13 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.unsupported",
             "arrays are not supported: loop over the lines with `while read -r line; do ...; done < FILE`",
         ),
-        "trap" => (
-            "syntax.unsupported",
-            "`trap` is not supported: run the clean-up commands at the end of the script, e.g. `CMD; st=$?; rm -f TMP; exit $st`",
-        ),
         "readonly" => (
             "syntax.unsupported",
             "`readonly` is not supported: assign the variable (`NAME=value`) and leave it unchanged",
         ),
         "fg" | "bg" | "disown" | "suspend" | "coproc" => (
             "syntax.background",
-            "there is no job control in a run: start long-running commands with `agent-rsh spawn` (or the MCP `spawn` tool) and read their output later",
+            "there is no job control in a run: start the command with `&` and `wait` for it, or start a job that must outlive the run with `agent-rsh spawn` (or the MCP `spawn` tool)",
         ),
         "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt" | "enable"
         | "caller" | "complete" | "compgen" | "compopt" | "dirs" | "pushd" | "popd" | "logout"
@@ -782,6 +778,68 @@ impl Verifier<'_> {
             d
         };
         match name {
+            "trap" => {
+                // A trap's commands known before running are checked as
+                // a script of their own (and again when they run).
+                let Some(argv) = argv else { return Ok(()) };
+                let mut i = 1;
+                while argv.get(i).is_some_and(|a| a == "--") {
+                    i += 1;
+                }
+                let Some(action) = argv.get(i) else {
+                    return Ok(());
+                };
+                let blank = action.lines().all(|l| {
+                    let l = l.trim_start();
+                    l.is_empty() || l.starts_with('#')
+                });
+                if blank
+                    || argv.len() < i + 2
+                    || action == "-"
+                    || action.starts_with('-')
+                    || action.parse::<u32>().is_ok()
+                {
+                    return Ok(());
+                }
+                let inner = match super::parse(action, self.policy.max_command_bytes) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let mut d = Denial::from(e);
+                        d.reason = format!("in the trap's commands: {}", d.reason);
+                        return Err(at(d, i));
+                    }
+                };
+                let cwd = self
+                    .cwd
+                    .clone()
+                    .unwrap_or_else(|| self.ctx.cwd.to_path_buf());
+                let ctx = Context {
+                    cwd: &cwd,
+                    workspace: self.ctx.workspace,
+                };
+                let checked = verify(self.policy, &inner, &ctx, false);
+                match checked
+                    .stages
+                    .iter()
+                    .filter(|s| {
+                        // A call of one of the script's functions (or of
+                        // one a sourced file may define) is judged when
+                        // it runs.
+                        let name = s.argv.as_ref().and_then(|a| a.first());
+                        !name.is_some_and(|n| self.functions.contains(n) || self.sources)
+                    })
+                    .filter_map(|s| s.denial.as_ref())
+                    .find(|d| d.kind != DenialKind::NotFound)
+                {
+                    Some(d) => {
+                        let mut d = d.clone();
+                        d.reason = format!("in the trap's commands: {}", d.reason);
+                        d.arg_index = None;
+                        Err(at(d, i))
+                    }
+                    None => Ok(()),
+                }
+            }
             "cd" => {
                 let Some(argv) = argv else { return Ok(()) };
                 let args: Vec<&String> = argv[1..].iter().filter(|a| *a != "--").collect();

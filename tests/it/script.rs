@@ -215,7 +215,14 @@ fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
             19,
         ),
         ("touch made; echo x > ../escape", "redirect.outside", 19),
-        ("touch made; sleep 5 &", "syntax.background", 20),
+        // A background command is judged like any other.
+        ("touch made; id &", "command.not-allowed", 12),
+        // So are a trap's commands, when they are known before running.
+        (
+            "touch made; trap 'echo; id' EXIT",
+            "command.not-allowed",
+            17,
+        ),
         ("touch made; cat <(ls)", "syntax.process-substitution", 16),
         ("touch made; eval ls", "syntax.eval", 12),
         ("touch made; exec cd /", "syntax.exec", 17),

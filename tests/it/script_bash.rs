@@ -1092,6 +1092,10 @@ fn scripts_parse_as_bash_parses_them() {
         "x=$(case a in a) echo b;; esac)",
         "echo >&2 x 2<&0 3<>f",
         "cd /tmp && ls -la | grep x > out.txt 2>&1 || echo fail",
+        "a & b &\nc && d || e & f | g &",
+        "{ a & } & ( b & ) ; if c & then d & fi",
+        "case x in a) b & ;; esac &",
+        "echo $! ${!} \"$!\"; a&>f& b >&2 &",
     ];
     let mut failures = Vec::new();
     for s in tricky {
@@ -1115,6 +1119,81 @@ fn scripts_parse_as_bash_parses_them() {
         }
         if failures.len() > 5 {
             break;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `&`, `$!`, `wait` and `trap`, compared with bash as the generated
+/// scripts are. Every output here is deterministic: a background job
+/// prints only before the `wait` that waits for it returns.
+#[test]
+fn background_jobs_wait_and_traps_match_bash() {
+    let scripts = [
+        "(echo a) & wait; echo b",
+        "false & wait $!; echo $?",
+        "(exit 3) & p=$!; wait $p; echo $?; wait $p; echo again $?",
+        "true & x=$?; echo status $x",
+        "{ echo g1; echo g2; } > g.txt & wait; cat g.txt",
+        "echo one | tr a-z A-Z & wait; echo two",
+        "(sleep 0.1; echo late) & echo early; wait; echo end",
+        "sleep 30 & kill $!; wait $!; echo killed $?",
+        "cat & wait $!; echo cat $?",
+        "(exit 7) & wait %1; echo $?; wait %1; echo gone $?",
+        "wait; echo none $?; wait -n; echo n $?",
+        "(exit 4) & wait -n; echo $?",
+        "echo \"[$!]\"; true & [ \"$!\" -gt 0 ] && echo pid",
+        "f() { echo in f; return 3; }; f & wait $!; echo $?",
+        "set -e; false & wait; echo survived",
+        "set -e; false & wait $! || echo caught $?; echo end",
+        "for i in 1 2 3; do (exit $i) & done; wait; echo loop",
+        "trap 'echo bye' EXIT; echo hi",
+        "trap 'echo bye $?' EXIT; exit 3",
+        "trap 'echo bye $?' EXIT; set -e; false; echo never",
+        "trap 'echo one' EXIT; trap 'echo two' EXIT; trap; trap - EXIT; trap; echo end",
+        "trap 'exit 5' EXIT; exit 3",
+        "trap 'false; exit' EXIT; true",
+        "trap \"echo 'q' \\\"d\\\"\" EXIT; trap -p EXIT",
+        "(trap 'echo sub' EXIT; echo in); echo out",
+        "trap 'echo top' EXIT; x=$(echo sub); (echo in); echo $x",
+        "trap '' EXIT; echo quiet",
+        "trap 'echo err $?' ERR; false; echo after; ! false; false || true; if false; then :; fi",
+        "trap 'echo err' ERR; f() { false; echo in f; }; f; echo $?",
+        "trap 'echo int' INT; trap 'echo term' TERM; trap; trap - INT; trap",
+        "trap 'echo got usr1' USR1; kill -USR1 $$; echo after",
+        "sleep 30 & p=$!; trap 'echo t $?; kill $p; exit 7' TERM; kill -TERM $$; wait; echo never",
+        "trap 'echo gone' EXIT; exec echo replaced",
+    ];
+    let pdir = tempfile::tempdir().unwrap();
+    let policy = pdir.path().join("policy.toml");
+    let mut allow: Vec<&str> = PROGRAMS.to_vec();
+    allow.extend(["sleep", "kill", "tr"]);
+    std::fs::write(
+        &policy,
+        format!(
+            "confinement = \"best-effort\"\n[env]\npass = [\"LC_ALL\"]\n[commands]\nallow = {allow:?}\n"
+        ),
+    )
+    .unwrap();
+    let mut failures = Vec::new();
+    for script in scripts {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("w");
+        std::fs::create_dir(&ws).unwrap();
+        setup(&ws);
+        let want = run_bash(script, &ws);
+        std::fs::remove_dir_all(&ws).unwrap();
+        let _ = std::fs::remove_dir_all(dir.path().join("state"));
+        std::fs::create_dir(&ws).unwrap();
+        setup(&ws);
+        let got = run_agent(script, &ws, &policy);
+        if (&want.stdout, &want.stderr, want.status, &want.files)
+            != (&got.stdout, &got.stderr, got.status, &got.files)
+        {
+            failures.push(format!(
+                "{script}\n  bash:      {} {:?} {:?}\n  agent-rsh: {} {:?} {:?}",
+                want.status, want.stdout, want.stderr, got.status, got.stdout, got.stderr
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

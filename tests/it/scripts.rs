@@ -469,3 +469,117 @@ fn getopts_and_noglob_run_as_in_bash() {
         assert_eq!(r["stderr"], "", "{r}");
     }
 }
+
+/// `CMD &` runs inside the run: its commands are checked as they run (a
+/// refused one fails with 126 and is listed), its output is the run's,
+/// `$!` and `wait` work as in bash, and a job still running when the
+/// script ends does not outlive the run, nor hold its result back.
+#[test]
+fn background_jobs_run_inside_the_run_and_end_with_it() {
+    let p = policy("[commands]\nallow = [\"echo\", \"cat\", \"sleep\", \"kill\"]\n");
+    let ws = workspace(&[]);
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "c=id; $c & wait $!; echo \"st=$?\"; (echo from-bg; exit 4) & wait $!; echo \"bg=$?\"",
+    );
+    assert_eq!(r["stdout"], "st=126\nfrom-bg\nbg=4\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "the script goes on: {r}");
+    let refusals = r["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{r}");
+    assert_eq!(refusals[0]["rule"], "command.not-allowed", "{r}");
+    assert_eq!(refusals[0]["file"], "<command>", "{r}");
+    assert_eq!(refusals[0]["line"], 1, "{r}");
+
+    // A background job the script leaves running: the run returns when
+    // the script ends, and the job is gone with it.
+    let m = common::marker(83);
+    let started = std::time::Instant::now();
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        &format!("sleep {m} & echo $! > bg.pid; (sleep {m}; echo never) & echo started"),
+    );
+    assert_eq!(r["stdout"], "started\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert!(
+        started.elapsed() < common::PATIENCE,
+        "the run waited for its background jobs: {r}"
+    );
+    let pid: i32 = std::fs::read_to_string(ws.path().join("bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid > 0);
+    assert_eq!(common::wait_until_gone(&m), Vec::<String>::new());
+    // `sleep` by itself is the job's process: `$!` is its pid (polled
+    // until the job has exec'd it, a bounded wait).
+    let p = policy("[commands]\nallow = [\"echo\", \"sleep\", \"kill\", \"tr\", \"seq\"]\n");
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        &format!(
+            "sleep {m} & for i in $(seq 600); do c=$(tr '\\0' ' ' < /proc/$!/cmdline); \
+             case $c in sleep*) break;; esac; sleep 0.05; done; \
+             echo \"[$c]\"; kill $!; wait $!; echo $?"
+        ),
+    );
+    assert_eq!(r["stdout"], format!("[sleep {m} ]\n143\n"), "{r}");
+
+    // A trap's commands built by expansions are checked when the trap
+    // runs: the refused one fails with 126, named `trap` and its line.
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "t=id; trap \"echo bye; $t\" EXIT; echo hi",
+    );
+    assert_eq!(r["stdout"], "hi\nbye\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["refusals"][0]["file"], "trap", "{r}");
+    assert_eq!(r["refusals"][0]["rule"], "command.not-allowed", "{r}");
+}
+
+/// The shape agents write: a server in the background, a client that
+/// polls it, then `kill $!`, all in one run under `network = "loopback"`.
+#[test]
+fn a_server_in_the_background_answers_a_client_in_the_same_run() {
+    if !common::system_python3() {
+        common::cannot_run("needs python3 in /usr/bin");
+        return;
+    }
+    let p =
+        policy("network = \"loopback\"\n[commands]\nallow = [\"python3\", \"kill\", \"echo\"]\n");
+    let client = r#"import sys, time, urllib.request
+deadline = time.monotonic() + 20
+while True:
+    try:
+        with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
+            print("client:", r.status, r.read().decode().strip())
+            break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit("client: no answer in 20 s")
+        time.sleep(0.05)
+"#;
+    let ws = workspace(&[("client.py", client), ("hello.txt", "hello\n")]);
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "python3 -m http.server 8123 --bind 127.0.0.1 & \
+         python3 client.py http://127.0.0.1:8123/hello.txt; kill $!; wait $!; echo \"server: $?\"",
+    );
+    if r["status"] == "failed" {
+        common::cannot_run(&format!("no network namespace here: {}", r["error"]));
+        return;
+    }
+    assert_eq!(r["stdout"], "client: 200 hello\nserver: 143\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("\"GET /hello.txt HTTP/1.1\" 200"),
+        "the server's log is the run's stderr: {r}"
+    );
+}

@@ -103,8 +103,9 @@ const COMPOUND: &str = "Run a command line, checked against the policy and confi
      pipes, `;`, `&&`, `||`, `( )`, `{ }`, if/for/while/case, functions, variables, globs, \
      `$(...)` and here-documents work; `cd` works inside the workspace; redirections may write \
      inside the workspace (relative paths) and to /dev/null. Every command is checked: a refusal \
-     found before running refuses the whole line, and nothing runs. Background `&` and \
-     `eval` are refused. `cwd` is the directory the line starts in. Output, \
+     found before running refuses the whole line, and nothing runs. Background `&` runs \
+     inside the call and ends with it (use spawn for a job that must outlive it); `eval` is \
+     refused. `cwd` is the directory the line starts in. Output, \
      exit code and duration come back (`commands` lists every command run, with its exit \
      code); a refusal names the rule and says what to do instead.";
 
