@@ -728,6 +728,17 @@ pub fn fields(w: &Word, sh: &mut dyn Shell) -> Result<Vec<String>, ExpandError> 
 /// `/*`): a last component of only active `*` under a directory without
 /// one. Removing what it matches is removing that directory's contents.
 fn emptied_dir(chars: &[(char, bool)]) -> Option<String> {
+    // `*/` matches every subdirectory: judged as the directory too.
+    let end = chars.len()
+        - chars
+            .iter()
+            .rev()
+            .take_while(|&&t| t == ('/', true))
+            .count();
+    if end == 0 {
+        return None;
+    }
+    let chars = &chars[..end];
     let cut = chars.iter().rposition(|&(c, _)| c == '/');
     let (dir, last) = match cut {
         Some(k) => (&chars[..k], &chars[k + 1..]),

@@ -335,6 +335,8 @@ fn a_glob_that_empties_a_directory_is_judged_as_the_directory() {
     let cases: &[(&str, &str)] = &[
         ("rm -rf ./*", "guard.fs.rm-root"),
         ("rm -rf *", "guard.fs.rm-root"),
+        ("rm -rf */", "guard.fs.rm-root"),
+        ("rm -rf ./*/", "guard.fs.rm-root"),
         ("rm -r -f -- *", "guard.fs.rm-root"),
         ("cd src && rm -rf ../*", "guard.fs.rm-root"),
         ("rm -rf .git/*", "guard.fs.rm-git"),
