@@ -85,6 +85,28 @@ pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
 }
 
+/// An option of `agent-rsh SUB` written after the command's first word
+/// without a `--` anywhere: clap gives the trailing words to the command
+/// (`run "make test" --json` runs `make test --json`), which is never what
+/// was meant. With `--` the words are the program's, as written.
+fn misplaced_option(args: &[std::ffi::OsString], sub: &str, words: &[String]) -> Option<String> {
+    if args.iter().any(|a| a == "--") {
+        return None;
+    }
+    let root = expanded(command());
+    let cmd = root.find_subcommand(sub)?;
+    let longs: Vec<&str> = cmd
+        .get_arguments()
+        .chain(root.get_arguments())
+        .filter_map(|a| a.get_long())
+        .collect();
+    words.iter().skip(1).find_map(|w| {
+        let name = w.strip_prefix("--")?;
+        let name = name.split_once('=').map_or(name, |(n, _)| n);
+        longs.contains(&name).then(|| w.clone())
+    })
+}
+
 /// [`command`] with every subcommand's flags in place before `--policy`
 /// is inherited, in the order the completion scripts list them (a deferred
 /// subcommand would receive the inherited `--policy` before its own flags).
@@ -229,6 +251,20 @@ pub fn main() -> ExitCode {
             return exit_code(if e.use_stderr() { code::USAGE } else { 0 });
         }
     };
+    let words = match &cli.cmd {
+        Cmd::Run(a) => Some(("run", a.request.words())),
+        Cmd::Check(a) => Some(("check", a.request.words())),
+        Cmd::Jobs(crate::jobs::cli::JobCmd::Spawn(a)) => Some(("spawn", a.request().words())),
+        _ => None,
+    };
+    if let Some((sub, words)) = words
+        && let Some(word) = misplaced_option(&args, sub, words)
+    {
+        eprintln!(
+            "agent-rsh: `{word}` after the command is an option of `agent-rsh {sub}`, not a word of the command: put options before the command (agent-rsh {sub} {word} ... 'CMD'), or write `--` before the command to give the program every word after it"
+        );
+        return exit_code(code::USAGE);
+    }
     if matches!(
         cli.cmd,
         Cmd::Check(_) | Cmd::Policy(_) | Cmd::Doctor { .. } | Cmd::Completions { .. }

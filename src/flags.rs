@@ -53,6 +53,11 @@ pub struct RequestArgs {
 }
 
 impl RequestArgs {
+    /// The command's words as given.
+    pub fn words(&self) -> &[String] {
+        &self.command
+    }
+
     /// The request these flags ask for.
     pub fn request(&self, stdin: StdinMode) -> Request {
         Request {

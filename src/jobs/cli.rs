@@ -46,6 +46,12 @@ pub struct SpawnArgs {
     request: RequestArgs,
 }
 
+impl SpawnArgs {
+    pub fn request(&self) -> &RequestArgs {
+        &self.request
+    }
+}
+
 #[derive(Args)]
 pub struct IdArgs {
     /// The job id (from spawn or `agent-rsh jobs`).

@@ -816,3 +816,21 @@ fn text_mode_explains_what_the_run_refused() {
         assert!(err.contains(want), "{cmd}: want {want:?} in {err}");
     }
 }
+
+/// A persistent workspace's runs keep HOME and TMPDIR in agent-rsh's state
+/// directory (under ~/.local/state/agent-rsh or /tmp/agent-rsh-UID-state):
+/// a script's own temporary directory there is removed as in bash, not
+/// taken for agent-rsh's state or a home directory.
+#[test]
+fn a_script_removes_its_own_temporary_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[("a.txt", "a\n")]);
+    builds(
+        &coding,
+        r.path(),
+        "t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; f=$(mktemp); touch \"$t/x\"; rm -f \"$f\"; \
+         rm -rf \"$t\" && echo cleaned",
+        "cleaned",
+    );
+}

@@ -1233,3 +1233,35 @@ fn the_allowed_programs_directories_list_but_their_other_files_stay_unreadable()
         .success()
         .stdout("True\nrefused /usr/bin/id\n");
 }
+
+/// An option of agent-rsh's after the command's words is refused as a
+/// usage error and nothing runs; after `--` it is the program's word.
+#[test]
+fn options_after_the_command_are_refused_unless_after_double_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for args in [
+        vec!["run", "touch made", "--json"],
+        vec!["run", "touch", "made", "--timeout=5"],
+        vec!["check", "ls", "--json"],
+    ] {
+        agent()
+            .current_dir(dir.path())
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("put options before the command"));
+    }
+    assert!(!marker.exists());
+    agent()
+        .args(["run", "--", "echo", "hi", "--json"])
+        .assert()
+        .success()
+        .stdout("hi --json\n");
+    // An option of the program that agent-rsh does not have is its word.
+    agent()
+        .args(["run", "echo", "hi", "--jsonx"])
+        .assert()
+        .success()
+        .stdout("hi --jsonx\n");
+}
