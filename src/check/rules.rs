@@ -21,7 +21,7 @@ pub enum Verdict {
 }
 
 impl Severity {
-    /// The trust table (README "Guard packs"):
+    /// The trust table (docs/policy.md, "Trust"):
     ///
     /// | severity | low  | medium | high  |
     /// |----------|------|--------|-------|

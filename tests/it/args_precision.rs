@@ -12,7 +12,7 @@ use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-/// How many `quiet` commands the corpus holds at least (README states it).
+/// How many `quiet` commands the corpus holds at least (docs/policy.md states it).
 const AT_LEAST: usize = 500;
 
 #[derive(Deserialize)]

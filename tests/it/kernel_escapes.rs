@@ -300,7 +300,7 @@ fn check_all_refused(uid: u32, simulate: &str, victims_readable: bool) {
     }
     // A socket outside the scopes cannot be reached. One inside a read
     // scope can when the mount view holds (the policy named it; Landlock
-    // before ABI 9 cannot refuse a connect by path): README, Security model.
+    // before ABI 9 cannot refuse a connect by path): docs/security.md.
     let sock = v
         .get("unix-socket-outside")
         .map(String::as_str)

@@ -13,6 +13,7 @@ mod args_precision;
 mod cgroup;
 mod confine;
 mod container;
+mod docs;
 mod guard_domains;
 mod jobs;
 mod kernel_escapes;

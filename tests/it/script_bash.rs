@@ -283,7 +283,7 @@ impl Gen {
             21 => self.r.pick(&["true", "false", ":", "pwd"]).to_string(),
             // Not `cd` alone nor `cd ~`: in a persistent workspace HOME is
             // its state directory, where bash goes and the interpreter does
-            // not (bare `cd` returns to the workspace root; README).
+            // not (bare `cd` returns to the workspace root; docs/scripts.md).
             22 => format!(
                 "cd {}",
                 self.r

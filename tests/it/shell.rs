@@ -270,7 +270,7 @@ fn login_fails_closed_without_a_system_policy_or_audit_log() {
     // Where user namespaces are refused too, "required" still runs: the
     // tree is held by the subreaper guardian and the run's cgroup instead
     // of a PID namespace, and the mount view's guarantees by seccomp
-    // (README, Security model); the login is not refused for it.
+    // (docs/security.md); the login is not refused for it.
     // The simulation seam is the account's own choice only where it may
     // choose its whole policy (shell.allow_policy_env); elsewhere it would
     // let the account take the mount view away, so it is ignored.
