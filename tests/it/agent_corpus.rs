@@ -117,26 +117,45 @@ fn check_all(policy: &Path, ws: &Path, corpus: &[String]) -> Vec<Value> {
 }
 
 /// Program names of a verdict: the first word of every simple command
-/// that is a program (not a builtin, a function or a path).
+/// that is a program (not a builtin, a function or a path), from the
+/// verdict's stages and from the parsed script (where a command's other
+/// words come from expansions, its stage has no argv).
 fn programs(v: &Value, names: &mut BTreeSet<String>) {
-    let mut add = |argv: &Value| {
-        if let Some(n) = argv.get(0).and_then(Value::as_str) {
-            let plain = n
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
-            if plain && n.as_bytes()[0].is_ascii_alphanumeric() {
-                names.insert(n.to_string());
-            }
+    let mut add = |n: &str| {
+        let plain = n
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+        if plain && n.as_bytes()[0].is_ascii_alphanumeric() {
+            names.insert(n.to_string());
         }
     };
     if let Some(stages) = v["stages"].as_array() {
         for s in stages {
-            if s["kind"] != "builtin" && s["kind"] != "function" {
-                add(&s["argv"]);
+            if s["kind"] != "builtin"
+                && s["kind"] != "function"
+                && let Some(n) = s["argv"].get(0).and_then(Value::as_str)
+            {
+                add(n);
             }
         }
-    } else {
-        add(&v["argv"]);
+    } else if let Some(n) = v["argv"].get(0).and_then(Value::as_str) {
+        add(n);
+    }
+    let mut todo = vec![&v["script"]];
+    while let Some(node) = todo.pop() {
+        match node {
+            Value::Array(xs) => todo.extend(xs),
+            Value::Object(m) => {
+                if m.get("type").and_then(Value::as_str) == Some("simple") {
+                    let parts = &m["words"][0]["parts"];
+                    if parts.as_array().map(Vec::len) == Some(1) && parts[0]["type"] == "lit" {
+                        add(parts[0]["value"].as_str().unwrap_or(""));
+                    }
+                }
+                todo.extend(m.values());
+            }
+            _ => {}
+        }
     }
 }
 
