@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agent_corpus;
 mod agree;
 mod args;
 mod args_corpus;
