@@ -55,6 +55,22 @@ fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
     d
 }
 
+/// Writes to `out` the policy `base` as `policy show` prints it (every key
+/// with its value), each `(anchor, text)` replacing the first `anchor`.
+fn edited(base: &Path, out: &Path, edits: &[(&str, String)]) {
+    let shown = agent()
+        .args(["policy", "show", "--policy"])
+        .arg(base)
+        .output()
+        .unwrap();
+    let mut text = String::from_utf8(shown.stdout).unwrap();
+    for (anchor, with) in edits {
+        assert!(text.contains(anchor), "{anchor} in {text}");
+        text = text.replacen(anchor, with, 1);
+    }
+    std::fs::write(out, text).unwrap();
+}
+
 /// Runs `cmd` in `repo` under `policy`; asserts it passed and left the
 /// repository as it was.
 fn passes(policy: &Path, repo: &Path, cmd: &str, expect: &str) {
@@ -147,22 +163,19 @@ fn the_coding_profile_runs_make_npm_and_pytest_and_leaves_the_repository_clean()
             return;
         }
     };
-    let shown = agent()
-        .args(["policy", "show", "--policy"])
-        .arg(&coding)
-        .output()
-        .unwrap();
     let v = venv.display();
-    let text = String::from_utf8(shown.stdout)
-        .unwrap()
-        .replacen(
-            "search_path = [",
-            &format!("search_path = [\n    \"{v}/bin\","),
-            1,
-        )
-        .replacen("read = [", &format!("read = [\n    \"{v}\","), 1);
     let with_venv = dir.path().join("coding-venv.toml");
-    std::fs::write(&with_venv, text).unwrap();
+    edited(
+        &coding,
+        &with_venv,
+        &[
+            (
+                "search_path = [",
+                format!("search_path = [\n    \"{v}/bin\","),
+            ),
+            ("read = [", format!("read = [\n    \"{v}\",")),
+        ],
+    );
     let r = repo(&[
         ("calc.py", "def add(a, b):\n    return a + b\n"),
         (
@@ -776,21 +789,18 @@ fn text_mode_explains_what_the_run_refused() {
     std::fs::write(&bare, "[commands]\nallow = [\"cc\", \"python3\"]\n").unwrap();
     // The default scopes, the helpers' directory and the links through
     // which gcc finds its own prefix, without /usr/include.
-    let shown = agent()
-        .args(["policy", "show", "--policy"])
-        .arg(&bare)
-        .output()
-        .unwrap();
     let h = helpers.display();
-    let text = String::from_utf8(shown.stdout)
-        .unwrap()
-        .replacen(
-            "read = [",
-            &format!("read = [\n    \"{h}\",\n    \"/etc/alternatives\","),
-            1,
-        )
-        .replacen("exec = []", &format!("exec = [\"{h}\"]"), 1);
-    std::fs::write(&with_helpers, text).unwrap();
+    edited(
+        &bare,
+        &with_helpers,
+        &[
+            (
+                "read = [",
+                format!("read = [\n    \"{h}\",\n    \"/etc/alternatives\","),
+            ),
+            ("exec = []", format!("exec = [\"{h}\"]")),
+        ],
+    );
     let source = "printf '#include <stdio.h>\\nint main(void) { return 0; }\\n' > a.c; cc -c a.c";
     for (policy, cmd, want) in [
         (
