@@ -911,6 +911,14 @@ impl<'a, 'r> Parser<'a, 'r> {
                     self.pos = i + len + 2;
                 }
                 b'\\' if self.byte(i + 1) == Some(b'\n') => self.pos += 2,
+                // A backslash and the character after it are one piece, as
+                // bash reads them: an escaped `)` does not close the
+                // expression (the evaluator then refuses the backslash).
+                b'\\' if self.byte(i + 1).is_some() => {
+                    let next = self.char_str(i + 1).len();
+                    push_quoted(&mut parts, &self.src[i..i + 1 + next]);
+                    self.pos = i + 1 + next;
+                }
                 b'$' => self.read_dollar(&mut parts, true)?,
                 b'`' => self.read_backquote(&mut parts, true)?,
                 _ => {

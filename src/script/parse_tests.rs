@@ -227,6 +227,8 @@ fn refusals() {
         // close the expression.
         ("echo $(( n * 2' + 1 ))", "lex.unterminated", 14),
         ("(( 'x ))", "lex.unterminated", 3),
+        // An escaped `)` does not close the expression, as in bash.
+        ("echo $(( 1 \\)) + 1", "syntax.error", 13),
         ("((x++)", "syntax.error", 5),
         ("for ((i=0;i<3;i++)); do :; done", "syntax.arithmetic", 0),
         ("[[ -f x", "syntax.error", 7),
