@@ -8,6 +8,21 @@
 use super::root;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// Tests run on parallel threads of one process, and two of them may need
+/// the same prerequisite at once: making one (`venv --clear`, `npm
+/// install`) while another test uses it fails the other. Every setup below
+/// holds this lock from its stamp check to its stamp write.
+static SETUP: Mutex<()> = Mutex::new(());
+
+fn setup_lock() -> MutexGuard<'static, ()> {
+    // A test that panicked while holding it left nothing half made that the
+    // stamp check would take as done, so the lock stays usable.
+    SETUP
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// True when the environment says this is a CI run.
 pub fn in_ci() -> bool {
@@ -68,6 +83,7 @@ pub fn python_with_mcp() -> Result<PathBuf, String> {
     if let Ok(p) = std::env::var("AGENT_RSH_TEST_PYTHON") {
         return Ok(PathBuf::from(p));
     }
+    let _setup = setup_lock();
     let venv = tmp_dir("mcp-python").join("venv");
     let py = venv.join("bin/python");
     let stamp = venv.join(".agent-rsh-installed");
@@ -96,6 +112,7 @@ pub fn python_with_mcp() -> Result<PathBuf, String> {
 /// (tests/mcp-ts/package.json, installed once under target/tmp), and the
 /// node to run it with.
 pub fn typescript_clients() -> Result<PathBuf, String> {
+    let _setup = setup_lock();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts");
     let dir = tmp_dir("mcp-ts");
     let major = run(Command::new("node").args(["-p", "process.versions.node.split('.')[0]"]))
@@ -167,6 +184,11 @@ pub fn ready(test: &str, needs_root: bool, programs: &[&str]) -> bool {
 /// A venv with pytest (made once under target/tmp from /usr/bin/python3,
 /// which the policies' read scopes cover), for the coding profile's test.
 pub fn pytest_venv() -> Result<PathBuf, String> {
+    let _setup = setup_lock();
+    make_pytest_venv()
+}
+
+fn make_pytest_venv() -> Result<PathBuf, String> {
     let venv = tmp_dir("pytest").join("venv");
     let stamp = venv.join(".agent-rsh-installed");
     // The stamp names the venv's own path: a venv's scripts start with its
@@ -196,12 +218,13 @@ pub fn pytest_venv() -> Result<PathBuf, String> {
 /// `wheel` (which builds a C extension's wheel), downloaded once with the
 /// pytest venv's pip.
 pub fn pytest_wheels() -> Result<PathBuf, String> {
+    let _setup = setup_lock();
     let dir = tmp_dir("pytest").join("wheels");
     let stamp = dir.join(".agent-rsh-downloaded");
     if stamp.is_file() {
         return Ok(dir);
     }
-    let venv = pytest_venv()?;
+    let venv = make_pytest_venv()?;
     run(Command::new(venv.join("bin/pip"))
         .args(["download", "-q", "--disable-pip-version-check", "-d"])
         .arg(&dir)
