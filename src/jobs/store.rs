@@ -13,12 +13,16 @@
 //! ending at the newest). The stream's total is derived from the newest
 //! segment's size, so readers need no counter shared with the writer.
 //!
-//! The writer keeps the tail's newest bytes in memory and writes them out
-//! when [`FLUSH_BYTES`] have gathered or when the supervisor's flusher
-//! calls [`StreamWriter::flush`] (a few times a second): bytes that would
-//! be rotated away before the next flush are counted and never written,
-//! so a fast writer under a small cap costs a few file operations per
-//! flush, not per segment.
+//! The writer keeps the tail's newest bytes in memory (at most
+//! [`PENDING_MAX`]) and writes them out when the supervisor's flusher
+//! calls [`StreamWriter::flush`]: bytes that would be rotated away before
+//! the next flush are counted and never written, so a writer as fast as
+//! `yes` costs a few file operations per flush, not per segment, and
+//! under a flood (more than the tail arrived since the last flush) the
+//! flushes come at most every [`FLOOD_FLUSH`], each writing only the
+//! tail that is kept. Newlines are counted once per byte, by the caller
+//! ([`StreamWriter::push_counted`]), so bytes dropped whole cost nothing
+//! more.
 
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -27,9 +31,14 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// Tail bytes gathered in memory before they are written at once.
-pub const FLUSH_BYTES: usize = 256 * 1024;
+/// Tail bytes gathered in memory at most; more are written at once.
+pub const PENDING_MAX: usize = 4 << 20;
+
+/// Under a flood, the least time between two flushes: a reader sees the
+/// tail at most this late while the job writes faster than it is kept.
+pub const FLOOD_FLUSH: Duration = Duration::from_millis(200);
 
 /// How a stream's cap is split between the head and the tail segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,16 +73,23 @@ pub struct StreamWriter {
     total: u64,
     head: Option<File>,
     /// Tail bytes not written yet: logical offset `pending_start` on.
-    pending: Vec<u8>,
+    pending: VecDeque<u8>,
     pending_start: u64,
     /// Newlines in the stream before `pending_start`.
     pending_lines: u64,
+    /// Where each piece of `pending` starts (logical offset) and how many
+    /// newlines it holds, oldest first: dropping whole pieces costs no
+    /// second count.
+    marks: VecDeque<(u64, u64)>,
     /// The segments on disk, oldest first: (index, path); the last one is
     /// open in `current`.
     live: VecDeque<(u64, PathBuf)>,
     current: Option<(u64, File)>,
     /// The first write error (disk full...); output after it is dropped.
     pub error: Option<io::Error>,
+    /// Bytes pushed since the last flush, and when that was.
+    arrived: u64,
+    flushed_at: Instant,
 }
 
 impl StreamWriter {
@@ -84,12 +100,15 @@ impl StreamWriter {
             layout,
             total: 0,
             head: None,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             pending_start: layout.head,
             pending_lines: 0,
+            marks: VecDeque::new(),
             live: VecDeque::new(),
             current: None,
             error: None,
+            arrived: 0,
+            flushed_at: Instant::now(),
         }
     }
 
@@ -98,16 +117,36 @@ impl StreamWriter {
     }
 
     pub fn push(&mut self, data: &[u8]) {
+        self.push_counted(data, newlines(data));
+    }
+
+    /// Appends `data`, which holds `lines` newlines.
+    pub fn push_counted(&mut self, data: &[u8], lines: u64) {
         if self.error.is_some() {
             return;
         }
-        if let Err(e) = self.try_push(data) {
+        self.arrived += data.len() as u64;
+        if let Err(e) = self.try_push(data, lines) {
             self.error = Some(e);
         }
     }
 
-    /// Writes what is pending; a no-op when nothing is.
+    /// Writes what is pending; a no-op when nothing is. Under a flood
+    /// (more than the tail arrived since the last flush) it waits until
+    /// [`FLOOD_FLUSH`] has passed, so what is rotated away in the meantime
+    /// is never written.
     pub fn flush(&mut self) {
+        let flood = self.arrived > self.layout.cap - self.layout.head;
+        if flood && self.flushed_at.elapsed() < FLOOD_FLUSH {
+            return;
+        }
+        self.flush_now();
+    }
+
+    /// Writes what is pending, now.
+    pub fn flush_now(&mut self) {
+        self.arrived = 0;
+        self.flushed_at = Instant::now();
         if self.error.is_some() || self.pending.is_empty() {
             return;
         }
@@ -116,7 +155,7 @@ impl StreamWriter {
         }
     }
 
-    fn try_push(&mut self, mut data: &[u8]) -> io::Result<()> {
+    fn try_push(&mut self, mut data: &[u8], mut lines: u64) -> io::Result<()> {
         let l = self.layout;
         if self.total < l.head && !data.is_empty() {
             let n = data.len().min((l.head - self.total) as usize);
@@ -126,7 +165,13 @@ impl StreamWriter {
             let f = self.head.as_mut().expect("head file is open");
             f.write_all(&data[..n])?;
             self.total += n as u64;
-            self.pending_lines += newlines(&data[..n]);
+            let head_lines = if n == data.len() {
+                lines
+            } else {
+                newlines(&data[..n])
+            };
+            self.pending_lines += head_lines;
+            lines -= head_lines;
             data = &data[n..];
             if self.total == l.head {
                 self.head = None;
@@ -143,27 +188,85 @@ impl StreamWriter {
         let drop_to = l.head + first_kept * l.seg;
         if self.pending_start < drop_to {
             let n = ((drop_to - self.pending_start) as usize).min(self.pending.len());
-            self.pending_lines += newlines(&self.pending[..n]);
-            self.pending.drain(..n);
-            self.pending_start += n as u64;
+            self.drop_pending(n);
             if self.pending.is_empty() && self.pending_start < drop_to {
                 let skip = (drop_to - self.pending_start) as usize;
-                self.pending_lines += newlines(&data[..skip]);
+                // The caller counted the whole chunk: count the smaller
+                // side of the cut.
+                let (dropped, kept) = data.split_at(skip);
+                let dropped_lines = if dropped.len() <= kept.len() {
+                    newlines(dropped)
+                } else {
+                    lines - newlines(kept)
+                };
+                self.pending_lines += dropped_lines;
+                lines -= dropped_lines;
                 self.pending_start += skip as u64;
-                data = &data[skip..];
+                data = kept;
             }
         }
-        self.pending.extend_from_slice(data);
-        if self.pending.len() >= FLUSH_BYTES {
+        if !data.is_empty() {
+            let start = self.pending_start + self.pending.len() as u64;
+            self.marks.push_back((start, lines));
+        }
+        self.pending.extend(data);
+        if self.pending.len() > PENDING_MAX {
             self.try_flush()?;
         }
         Ok(())
     }
 
+    /// Drops the first `n` pending bytes, adding their newlines to
+    /// `pending_lines` from the marks (counting only a piece cut in two).
+    fn drop_pending(&mut self, n: usize) {
+        let to = self.pending_start + n as u64;
+        while let Some(&(start, lines)) = self.marks.front() {
+            let end = self
+                .marks
+                .get(1)
+                .map_or(self.pending_start + self.pending.len() as u64, |m| m.0);
+            if end <= to {
+                self.pending_lines += lines;
+                self.marks.pop_front();
+                continue;
+            }
+            if start < to {
+                let (a, b) = self.pending.as_slices();
+                let (from, cut) = ((start - self.pending_start) as usize, n);
+                let counted = if cut <= a.len() {
+                    newlines(&a[from..cut])
+                } else if from >= a.len() {
+                    newlines(&b[from - a.len()..cut - a.len()])
+                } else {
+                    newlines(&a[from..]) + newlines(&b[..cut - a.len()])
+                };
+                self.pending_lines += counted;
+                self.marks[0] = (to, lines - counted);
+            }
+            break;
+        }
+        self.pending.drain(..n);
+        self.pending_start = to;
+    }
+
     fn try_flush(&mut self) -> io::Result<()> {
+        self.marks.clear();
+        let pending = std::mem::take(&mut self.pending);
+        let (a, b) = pending.as_slices();
+        let r = self.write_tail(a).and_then(|()| self.write_tail(b));
+        self.pending = pending;
+        self.pending.clear();
+        if self.pending.capacity() > PENDING_MAX * 2 {
+            self.pending.shrink_to(PENDING_MAX);
+        }
+        r
+    }
+
+    /// Writes `bytes`, the tail from `pending_start` on, into its segments.
+    fn write_tail(&mut self, bytes: &[u8]) -> io::Result<()> {
         let l = self.layout;
         let mut at = 0usize;
-        while at < self.pending.len() {
+        while at < bytes.len() {
             let pos = self.pending_start - l.head;
             let index = pos / l.seg;
             if self.current.as_ref().is_none_or(|(i, _)| *i != index) {
@@ -183,17 +286,13 @@ impl StreamWriter {
                     let _ = std::fs::remove_file(old);
                 }
             }
-            let n = (self.pending.len() - at).min((l.seg - pos % l.seg) as usize);
-            let chunk = &self.pending[at..at + n];
+            let n = (bytes.len() - at).min((l.seg - pos % l.seg) as usize);
+            let chunk = &bytes[at..at + n];
             let (_, f) = self.current.as_mut().expect("segment file is open");
             f.write_all(chunk)?;
             self.pending_lines += newlines(chunk);
             self.pending_start += n as u64;
             at += n;
-        }
-        self.pending.clear();
-        if self.pending.capacity() > FLUSH_BYTES * 2 {
-            self.pending.shrink_to(FLUSH_BYTES);
         }
         Ok(())
     }
@@ -209,7 +308,7 @@ fn create(path: &Path) -> io::Result<File> {
 }
 
 /// Counts newlines in byte-wide lanes (vectorized), 255 bytes at a time.
-fn newlines(b: &[u8]) -> u64 {
+pub fn newlines(b: &[u8]) -> u64 {
     b.chunks(255)
         .map(|c| c.iter().fold(0u8, |n, &x| n + u8::from(x == b'\n')) as u64)
         .sum()
@@ -433,7 +532,7 @@ mod tests {
         let mut w = StreamWriter::new(d.path(), "out", l);
         w.push(b"hello\n");
         w.push(b"world\n");
-        w.flush();
+        w.flush_now();
         let v = StreamView::open(d.path(), "out", l).unwrap();
         assert_eq!(v.total, 12);
         assert!(!v.truncated());
@@ -453,11 +552,11 @@ mod tests {
             all.extend_from_slice(line.as_bytes());
             w.push(line.as_bytes());
             if i % 7 == 0 {
-                w.flush();
+                w.flush_now();
             }
             assert!(stored(d.path()) <= 1000, "disk use over the cap");
         }
-        w.flush();
+        w.flush_now();
         let v = StreamView::open(d.path(), "out", l).unwrap();
         assert_eq!(v.total, all.len() as u64);
         assert!(v.truncated());
@@ -485,11 +584,61 @@ mod tests {
         let mut w = StreamWriter::new(d.path(), "both", l);
         let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
         w.push(&data);
-        w.flush();
+        w.flush_now();
         assert!(stored(d.path()) <= 4096);
         let v = StreamView::open(d.path(), "both", l).unwrap();
         assert_eq!(v.total, 1_000_000);
         let (s, tail) = v.read(3000, 1 << 20).unwrap();
         assert_eq!(tail.as_slice(), &data[s as usize..]);
+    }
+
+    /// Pieces of every size, dropped whole, cut in two, or kept, with and
+    /// without flushes between them: each stored byte is where the layout
+    /// says and the line numbers of every region are exact.
+    #[test]
+    fn line_numbers_stay_exact_whatever_is_dropped_in_memory() {
+        for cap in [1024u64, 10_000, 64 << 10] {
+            let d = tempfile::tempdir().unwrap();
+            let l = Layout::new(cap);
+            let mut w = StreamWriter::new(d.path(), "out", l);
+            let mut all = Vec::new();
+            let mut x = 12345u64;
+            for i in 0..3000u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let len = (x >> 33) as usize % (if i % 50 == 0 { 200_000 } else { 3000 });
+                let piece: Vec<u8> = (0..len)
+                    .map(|k| {
+                        if (k as u64 + x).is_multiple_of(7) {
+                            b'\n'
+                        } else {
+                            b'a' + (k % 26) as u8
+                        }
+                    })
+                    .collect();
+                all.extend_from_slice(&piece);
+                w.push(&piece);
+                if i % 97 == 0 {
+                    w.flush_now();
+                } else if i % 13 == 0 {
+                    w.flush();
+                }
+                assert!(w.pending.len() <= PENDING_MAX + 200_000);
+            }
+            w.flush_now();
+            assert!(stored(d.path()) <= cap, "disk use over the cap {cap}");
+            let v = StreamView::open(d.path(), "out", l).unwrap();
+            assert_eq!(v.total, all.len() as u64);
+            for (start, lines, _) in v.regions().unwrap() {
+                let expected = all[..start as usize]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
+                assert_eq!(lines, expected as u64, "cap {cap}, region at {start}");
+            }
+            let (s, tail) = v.read(l.head, 1 << 30).unwrap();
+            assert_eq!(tail.as_slice(), &all[s as usize..], "cap {cap}");
+        }
     }
 }

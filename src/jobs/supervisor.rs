@@ -17,7 +17,7 @@
 
 use super::error::{JobError, JobResult};
 use super::state::{Final, Started, State, SupervisorInfo, now_ms, write_atomic};
-use super::store::{Layout, StreamWriter};
+use super::store::{Layout, StreamWriter, newlines};
 use crate::admit::Request;
 use crate::engine::{self, RunOptions};
 use crate::exec::Sink;
@@ -363,6 +363,13 @@ impl Streams {
         self.stderr.flush();
         self.both.flush();
     }
+
+    /// Everything pending, flood or not: the run ended.
+    fn flush_now(&mut self) {
+        self.stdout.flush_now();
+        self.stderr.flush_now();
+        self.both.flush_now();
+    }
 }
 
 /// How often the tail gathered in memory is written out while the job
@@ -433,12 +440,14 @@ impl Sink for JobSink {
     }
 
     fn output(&mut self, stream: Stream, data: &[u8]) {
+        // Counted once here, not by each of the two streams it goes to.
+        let lines = newlines(data);
         let mut s = self.streams.0.lock().unwrap_or_else(|e| e.into_inner());
         match stream {
-            Stream::Stdout => s.stdout.push(data),
-            Stream::Stderr => s.stderr.push(data),
+            Stream::Stdout => s.stdout.push_counted(data, lines),
+            Stream::Stderr => s.stderr.push_counted(data, lines),
         }
-        s.both.push(data);
+        s.both.push_counted(data, lines);
     }
 }
 
@@ -576,7 +585,7 @@ fn supervise(mut spec: Spec, ready: File) -> i32 {
     {
         let mut s = streams.0.lock().unwrap_or_else(|e| e.into_inner());
         s.done = true;
-        s.flush();
+        s.flush_now();
         streams.1.notify_all();
     }
     let _ = flush_thread.join();

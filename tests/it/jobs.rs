@@ -904,15 +904,21 @@ fn kill_ends_a_fast_writer_and_its_supervisor_stays_cheap() {
         let (s, j) = cpu_over(sup, root, 3);
         eprintln!("cap {cap:?}: supervisor {s} ticks, job {j} ticks over 3 s");
         assert!(j > 0, "the job did not run: {cap:?}");
-        // The supervisor reads every byte the job writes (and counts its
-        // lines): reading a pipe costs about what writing it does. What
-        // must not be there is a cost per rotated segment, which made it
-        // many times the job's under a small cap.
-        // Under the default cap it also writes them to the tail's files,
-        // while the job mostly waits for the pipe: there the ratio says
-        // little and only the small cap is held to it.
+        // The supervisor reads every byte the job writes and counts its
+        // lines once: reading a pipe costs about what writing it does
+        // (one copy each way), so about the job's own time is the floor
+        // (measured on an idle machine: 1.0x under the small cap, 1.8x
+        // under the default one, where the kept tail is also written out
+        // every 200 ms). What must not be there is a cost per rotated
+        // segment or per byte written to disk, which made it 4 to 10
+        // times the job's; the margin is for a loaded machine.
+        let bound = if cap.is_some() {
+            3 * j + 30
+        } else {
+            5 * j + 30
+        };
         assert!(
-            cap.is_none() || s <= 3 * j + 10,
+            s <= bound,
             "cap {cap:?}: supervisor {s} ticks against the job's {j}"
         );
         let t = Instant::now();
