@@ -4,6 +4,7 @@
 //! change the command or ask for the policy key that widens that layer.
 
 use super::Report;
+use super::landlock::LandlockReport;
 use crate::policy::Network;
 use std::path::Path;
 
@@ -32,7 +33,10 @@ pub fn refusal_hint(report: &Report, exit_code: Option<i32>, stderr: &str) -> Op
         || stderr.contains("Cannot assign requested address");
     let mut hints = Vec::new();
     if eacces && report.landlock.enforced {
-        hints.push(landlock_hint(report, subject(stderr, EACCES).as_deref()));
+        hints.push(landlock_hint(
+            &report.landlock,
+            subject(stderr, EACCES).as_deref(),
+        ));
     }
     if enoent && report.mount_view {
         match subject(stderr, ENOENT) {
@@ -129,8 +133,8 @@ pub fn inet_socket_refused(report: &Report, stderr: &str) -> bool {
 }
 
 /// The Landlock warning, for what `subject` names where a line says so.
-fn landlock_hint(report: &Report, subject: Option<&str>) -> String {
-    let tcp = if report.landlock.restricts.contains(&"tcp-bind-connect") {
+fn landlock_hint(landlock: &LandlockReport, subject: Option<&str>) -> String {
+    let tcp = if landlock.restricts.contains(&"tcp-bind-connect") {
         "; TCP bind and connect are refused (network = \"none\")"
     } else {
         ""
@@ -140,6 +144,13 @@ fn landlock_hint(report: &Report, subject: Option<&str>) -> String {
             "\"Permission denied\" inside the run is most likely Landlock: only the allowlisted programs and scopes.exec may be executed, files may be read only under the read scopes, the workspace and those programs, and written only in the workspace, the write scopes and /dev/null{tcp} (widen scopes.read, scopes.write or scopes.exec in the policy if the command really needs more)"
         );
     };
+    if s.starts_with("./") || s.starts_with("../") {
+        // What a shell or make names when it starts one of the project's
+        // own files: executing it is a grant, not a read scope.
+        return format!(
+            "\"Permission denied\" for {s}: a file of the project's own executes only when it has the execute bit (chmod +x) and the policy sets commands.workspace = true (the coding and ci profiles do); scopes.read does not make it executable"
+        );
+    }
     if executable(s) {
         let name = s.rsplit('/').next().unwrap_or(s);
         return format!(
@@ -251,6 +262,24 @@ fn quoted(s: &str, last: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_project_file_refused_execution_is_sent_to_the_grant_not_a_read_scope() {
+        let landlock = LandlockReport::default();
+        for stderr in [
+            "sh: 1: ./a.out: Permission denied\n",
+            "make: ./configure: Permission denied\n",
+            "bash: line 1: ../bin/tool: Permission denied\n",
+        ] {
+            let hint = landlock_hint(&landlock, subject(stderr, EACCES).as_deref());
+            assert!(hint.contains("commands.workspace = true"), "{hint}");
+            assert!(hint.contains("chmod +x"), "{hint}");
+            assert!(!hint.contains("to scopes.read"), "{hint}");
+        }
+        // A file outside the workspace keeps the read-scope hint.
+        let hint = landlock_hint(&landlock, Some("/etc/shadow"));
+        assert!(hint.contains("add /etc/shadow to scopes.read"), "{hint}");
+    }
 
     #[test]
     fn a_missing_header_is_named_as_gcc_and_clang_say_it() {
