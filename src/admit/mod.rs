@@ -154,6 +154,17 @@ fn check_into(
         _ => Cow::Borrowed(&argv[..]),
     };
     *judgement = judge::judge(policy, &seen, &mut |name| resolve(policy, name), explain);
+    // A wrapper that starts the project's own program (`timeout 5 ./a.out`)
+    // under commands.workspace: the interpreter finds that file in the
+    // workspace when it runs, and judges the rest as here.
+    if let (CommandInput::Line(line), Some(d)) = (&req.command, &judgement.denial)
+        && d.rule == "command.path"
+        && policy.commands.workspace
+        && policy.syntax == Syntax::Compound
+    {
+        *judgement = judge::Judgement::default();
+        return script_plan(policy, req, line, workspace, explain);
+    }
     if let Some(d) = judgement.denial.as_mut() {
         *d = locate(d.clone());
         return Err(d.clone());

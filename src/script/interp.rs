@@ -1598,7 +1598,16 @@ impl Interp<'_> {
         };
         let j = {
             let (policy, cache) = (&self.policy, &mut self.cache);
-            let mut resolve = |n: &str| resolve_cached(policy, cache, n);
+            let (workspace, cwd) = (&self.workspace, &self.cwd);
+            // A program a wrapper starts (`timeout 5 ./a.out`) may be the
+            // project's own under commands.workspace, as a command's first
+            // word may.
+            let mut resolve = |n: &str| match resolve_cached(policy, cache, n) {
+                Err(d) if d.rule == "command.path" && policy.commands.workspace => {
+                    own_file(workspace, cwd, n).ok_or(d)
+                }
+                r => r,
+            };
             judge::judge(policy, &seen, &mut resolve, false)
         };
         for w in j.warnings() {
@@ -1810,7 +1819,7 @@ impl Interp<'_> {
             return None;
         }
         let candidates: Vec<PathBuf> = if name.contains('/') {
-            vec![self.cwd.join(name)]
+            return own_file(&self.workspace, &self.cwd, name);
         } else {
             let path = self.var("PATH").unwrap_or_default();
             path.split(':')
@@ -2369,6 +2378,13 @@ impl Interp<'_> {
             _ => return self.more_builtin(c, argv, offsets),
         })
     }
+}
+
+/// The file a path names from `cwd`, when its real path is a regular file
+/// in the workspace: one of the project's own programs.
+fn own_file(workspace: &Path, cwd: &Path, name: &str) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(cwd.join(name)).ok()?;
+    (real.starts_with(workspace) && real.is_file()).then_some(real)
 }
 
 fn resolve_cached(

@@ -844,3 +844,73 @@ fn a_script_removes_its_own_temporary_directory() {
         "cleaned",
     );
 }
+
+/// `timeout 5 ./hello`, `env ./run.sh`: a wrapper that starts one of the
+/// project's own programs runs it under commands.workspace, as the first
+/// word of a command may, whether the command takes the simple path or
+/// the interpreter's. The file is found in the workspace when it runs:
+/// a missing one, or one outside the workspace, is still refused, and
+/// without the grant nothing of the project's runs.
+#[test]
+fn a_wrapper_starts_the_projects_own_program_only_under_the_grant() {
+    if !common::ready("coding profile: wrapped program", false, &["git", "cc"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[
+        (
+            "hello.c",
+            "#include <stdio.h>\nint main(void) { puts(\"hello from the project\"); return 0; }\n",
+        ),
+        ("run.sh", "#!/bin/sh\necho \"script ran: $#\"\n"),
+    ]);
+    executable(&r.path().join("run.sh"));
+    let outside = dir.path().join("outside.sh");
+    std::fs::write(&outside, "#!/bin/sh\necho outside\n").unwrap();
+    executable(&outside);
+    builds(&coding, r.path(), "cc -o hello hello.c", "");
+    builds(
+        &coding,
+        r.path(),
+        "timeout 5 ./hello",
+        "hello from the project",
+    );
+    builds(&coding, r.path(), "env ./run.sh a b", "script ran: 2");
+    builds(
+        &coding,
+        r.path(),
+        "cc -o again hello.c && timeout 5 ./again",
+        "hello from the project",
+    );
+    let refused = |policy: &Path, cmd: &str| {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(policy)
+            .arg("--workspace")
+            .arg(r.path())
+            .arg(cmd)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // Refused before it runs (status denied) or by the interpreter
+        // when it finds no such file in the workspace (126).
+        assert!(
+            v["status"] == "denied" || v["exitCode"] == 126,
+            "{cmd}: {v}"
+        );
+        assert_eq!(v["denial"]["rule"], "command.path", "{cmd}: {v}");
+        assert!(!v.to_string().contains("outside\\n"), "{cmd}: {v}");
+    };
+    refused(&coding, "timeout 5 ./missing");
+    refused(&coding, "timeout 5 ../outside.sh");
+    refused(&coding, &format!("timeout 5 {}", outside.display()));
+    let strict = dir.path().join("strict.toml");
+    edited(
+        &coding,
+        &strict,
+        &[("\nworkspace = true\n", "\nworkspace = false\n".to_string())],
+    );
+    refused(&strict, "timeout 5 ./hello");
+    refused(&strict, "env ./run.sh");
+}
