@@ -12,6 +12,10 @@ pub struct Options {
     /// `set -f`: no pathname expansion.
     #[serde(default)]
     pub noglob: bool,
+    /// `set -x`: each command is printed on standard error, after
+    /// expansion, before it runs.
+    #[serde(default)]
+    pub xtrace: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +24,7 @@ pub enum Opt {
     Nounset,
     Pipefail,
     Noglob,
+    Xtrace,
 }
 
 impl Options {
@@ -30,6 +35,7 @@ impl Options {
                 Opt::Nounset => self.nounset = on,
                 Opt::Pipefail => self.pipefail = on,
                 Opt::Noglob => self.noglob = on,
+                Opt::Xtrace => self.xtrace = on,
             }
         }
     }
@@ -39,7 +45,7 @@ fn refuse(what: String) -> Denial {
     Denial::new(
         "syntax.unsupported",
         format!("`set {what}` is not supported"),
-        "agent-rsh supports set -e, set -u, set -f and set -o pipefail (and their + forms)",
+        "agent-rsh supports set -e, set -u, set -f, set -x and set -o pipefail (and their + forms)",
     )
 }
 
@@ -49,7 +55,17 @@ fn long(name: &str) -> Option<Opt> {
         "nounset" => Some(Opt::Nounset),
         "pipefail" => Some(Opt::Pipefail),
         "noglob" => Some(Opt::Noglob),
+        "xtrace" => Some(Opt::Xtrace),
         _ => None,
+    }
+}
+
+/// `set [OPTIONS] -- [ARGS]`: the options, and the new positional
+/// parameters when `--` is there.
+pub fn split_set(args: &[String]) -> (&[String], Option<&[String]>) {
+    match args.iter().position(|a| a == "--") {
+        Some(k) => (&args[..k], Some(&args[k + 1..])),
+        None => (args, None),
     }
 }
 
@@ -78,6 +94,7 @@ pub fn parse_set(args: &[String]) -> Result<Vec<(Opt, bool)>, (usize, Denial)> {
                 'e' => out.push((Opt::Errexit, on)),
                 'u' => out.push((Opt::Nounset, on)),
                 'f' => out.push((Opt::Noglob, on)),
+                'x' => out.push((Opt::Xtrace, on)),
                 'o' => wants_long += 1,
                 _ => return Err((i, refuse(a.clone()))),
             }
@@ -117,6 +134,7 @@ mod tests {
             nounset: true,
             pipefail: true,
             noglob: false,
+            xtrace: false,
         };
         assert_eq!(s(&["-euo", "pipefail"]), Ok(all));
         assert_eq!(s(&["-e", "-u", "-o", "pipefail"]), Ok(all));
@@ -125,7 +143,8 @@ mod tests {
             Ok(all)
         );
         assert_eq!(s(&["-e", "+e"]), Ok(Options::default()));
-        assert_eq!(s(&["-x"]), Err(0));
+        assert_eq!(s(&["-a"]), Err(0));
+        assert!(s(&["-x"]).unwrap().xtrace);
         assert!(s(&["-ef"]).unwrap().noglob);
         assert!(!s(&["-o", "noglob", "+f"]).unwrap().noglob);
         assert_eq!(s(&["-e", "--", "a"]), Err(1));
