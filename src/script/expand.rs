@@ -1149,25 +1149,28 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
             }
         }
         ParamOp::Substring => {
-            let v = match value {
-                Some(v) => v,
+            let out = match value {
+                Some(v) => substring(p, &v, sh)?,
                 None if sh.nounset() => return Err(unbound()),
+                // Unset: empty, the operands not evaluated.
                 None => String::new(),
             };
-            let out = substring(p, &v, sh)?;
             plain(out, segs);
         }
         ParamOp::TrimPrefix { .. }
         | ParamOp::TrimSuffix { .. }
         | ParamOp::Replace { .. }
         | ParamOp::Case { .. } => {
-            let v = match value {
-                Some(v) => v,
+            let out = match value {
+                Some(v) => {
+                    let e = each_op(p, sh)?;
+                    apply_each(p, &e, v)
+                }
                 None if sh.nounset() => return Err(unbound()),
+                // An unset parameter stays empty (`${u/#/P}` is empty).
                 None => String::new(),
             };
-            let e = each_op(p, sh)?;
-            plain(apply_each(p, &e, v), segs);
+            plain(out, segs);
         }
         // Parsed only with `[@]` or `[*]`, handled above.
         ParamOp::Keys | ParamOp::Indirect => plain(String::new(), segs),
@@ -1574,6 +1577,26 @@ mod tests {
             ("{,}", &[]),
             ("'{a,b}' \\{a,b}", &["{a,b}", "{a,b}"]),
             ("{$x,c}", &["a", "b", "c"]),
+            ("${path/sub/S}", &["dir/S/file.tar.gz"]),
+            ("${path//\\//_}", &["dir_sub_file.tar.gz"]),
+            (
+                "${path/#dir/D} ${path/%gz/GZ}",
+                &["D/sub/file.tar.gz", "dir/sub/file.tar.GZ"],
+            ),
+            ("${path/*./[&]}", &["[dir/sub/file.tar.]gz"]),
+            (
+                "${path:4:3} ${path: -2} ${path:(-6):3}",
+                &["sub", "gz", "tar"],
+            ),
+            (
+                "${path^^} ${star^} ${path,,[D]}",
+                &["DIR/SUB/FILE.TAR.GZ", "*.rs", "dir/sub/file.tar.gz"],
+            ),
+            ("${nope/a/b}x ${e/#/P}", &["x", "P"]),
+            (
+                "${#path[@]} ${path[0]} ${!path[@]}",
+                &["1", "dir/sub/file.tar.gz", "0"],
+            ),
             ("$(ls)", &["out", "of", "ls"]),
             ("\"$(ls)\"", &["out of ls"]),
         ];

@@ -1581,7 +1581,9 @@ impl Interp<'_> {
             // The static check screened the command string's; a script
             // file's are screened here.
             let screened = if argv.is_empty() {
-                let exported = self.vars.get(&a.name).is_some_and(|v| v.exported);
+                // `set -a` exports what is assigned: screened as an export.
+                let exported =
+                    self.opts.allexport || self.vars.get(&a.name).is_some_and(|v| v.exported);
                 verify::screen_bare_name(&self.policy, &a.name, a.offset, exported)
             } else if shell_only {
                 verify::screen_shell_name(&self.policy, &a.name, a.offset)
@@ -2315,9 +2317,12 @@ impl Interp<'_> {
             .iter()
             .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
             .collect();
+        // Undone after the call: not exported by `set -a`.
+        let allexport = std::mem::take(&mut self.opts.allexport);
         for (k, v) in assigns {
             self.set_var(&k, v);
         }
+        self.opts.allexport = allexport;
         saved
     }
 
@@ -2876,7 +2881,7 @@ impl Shell for Interp<'_> {
         key: expand::Key,
         value: String,
     ) -> Result<(), ExpandError> {
-        let exported = self.vars.get(name).is_some_and(|v| v.exported);
+        let exported = self.opts.allexport || self.vars.get(name).is_some_and(|v| v.exported);
         verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
         self.put_element(name, key, value)
             .map_err(ExpandError::Arith)
@@ -2888,7 +2893,7 @@ impl Shell for Interp<'_> {
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
         // `${NAME:=value}` assigns as a bare assignment does.
-        let exported = self.vars.get(name).is_some_and(|v| v.exported);
+        let exported = self.opts.allexport || self.vars.get(name).is_some_and(|v| v.exported);
         verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
         Interp::set_var(self, name, value);
         Ok(())
@@ -3030,6 +3035,13 @@ impl Interp<'_> {
     }
 
     fn set_var(&mut self, name: &str, value: String) {
+        // `set -a`: what is assigned is exported (every caller screened
+        // the name as an export then).
+        if self.opts.allexport
+            && let Some(v) = self.vars.get_mut(name)
+        {
+            v.exported = true;
+        }
         match self.vars.get_mut(name) {
             Some(Var { array: Some(a), .. }) => match a {
                 Array::Indexed(m) => {
@@ -3045,7 +3057,7 @@ impl Interp<'_> {
                     name.to_string(),
                     Var {
                         value: Some(value),
-                        exported: false,
+                        exported: self.opts.allexport,
                         array: None,
                     },
                 );

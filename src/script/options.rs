@@ -16,6 +16,10 @@ pub struct Options {
     /// expansion, before it runs.
     #[serde(default)]
     pub xtrace: bool,
+    /// `set -a`: every variable assigned is exported (and screened as an
+    /// exported name is).
+    #[serde(default)]
+    pub allexport: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,7 @@ pub enum Opt {
     Pipefail,
     Noglob,
     Xtrace,
+    Allexport,
 }
 
 impl Options {
@@ -36,6 +41,7 @@ impl Options {
                 Opt::Pipefail => self.pipefail = on,
                 Opt::Noglob => self.noglob = on,
                 Opt::Xtrace => self.xtrace = on,
+                Opt::Allexport => self.allexport = on,
             }
         }
     }
@@ -45,7 +51,7 @@ fn refuse(what: String) -> Denial {
     Denial::new(
         "syntax.unsupported",
         format!("`set {what}` is not supported"),
-        "agent-rsh supports set -e, set -u, set -f, set -x and set -o pipefail (and their + forms)",
+        "agent-rsh supports set -e, -u, -f, -x, -a, set -o pipefail and set -- ARGS (and the + forms)",
     )
 }
 
@@ -56,6 +62,7 @@ fn long(name: &str) -> Option<Opt> {
         "pipefail" => Some(Opt::Pipefail),
         "noglob" => Some(Opt::Noglob),
         "xtrace" => Some(Opt::Xtrace),
+        "allexport" => Some(Opt::Allexport),
         _ => None,
     }
 }
@@ -95,6 +102,7 @@ pub fn parse_set(args: &[String]) -> Result<Vec<(Opt, bool)>, (usize, Denial)> {
                 'u' => out.push((Opt::Nounset, on)),
                 'f' => out.push((Opt::Noglob, on)),
                 'x' => out.push((Opt::Xtrace, on)),
+                'a' => out.push((Opt::Allexport, on)),
                 'o' => wants_long += 1,
                 _ => return Err((i, refuse(a.clone()))),
             }
@@ -135,6 +143,7 @@ mod tests {
             pipefail: true,
             noglob: false,
             xtrace: false,
+            allexport: false,
         };
         assert_eq!(s(&["-euo", "pipefail"]), Ok(all));
         assert_eq!(s(&["-e", "-u", "-o", "pipefail"]), Ok(all));
@@ -143,7 +152,8 @@ mod tests {
             Ok(all)
         );
         assert_eq!(s(&["-e", "+e"]), Ok(Options::default()));
-        assert_eq!(s(&["-a"]), Err(0));
+        assert_eq!(s(&["-k"]), Err(0));
+        assert!(s(&["-a"]).unwrap().allexport);
         assert!(s(&["-x"]).unwrap().xtrace);
         assert!(s(&["-ef"]).unwrap().noglob);
         assert!(!s(&["-o", "noglob", "+f"]).unwrap().noglob);

@@ -540,8 +540,10 @@ impl Gen {
             17 => self.param_ops(),
             18 if self.loops < 2 => {
                 self.loops += 1;
+                // `k` is no other loop's variable; the loop ends by
+                // its condition or the break.
                 format!(
-                    "for (( i = {}; i {} {}; i{} )); do {}; (( i == 4 )) && break; done",
+                    "for (( k = {}; k {} {}; k{} )); do {}; (( k >= 4 )) && break; done",
                     self.r.below(3),
                     self.r.pick(&["<", "<=", "!="]),
                     self.r.below(5),
