@@ -1589,7 +1589,7 @@ mod tests {
                 &["sub", "gz", "tar"],
             ),
             (
-                "${path^^} ${star^} ${path,,[D]}",
+                "${path^^} \"${star^}\" ${path,,[D]}",
                 &["DIR/SUB/FILE.TAR.GZ", "*.rs", "dir/sub/file.tar.gz"],
             ),
             ("${nope/a/b}x ${e/#/P}", &["x", "P"]),
