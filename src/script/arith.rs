@@ -17,6 +17,11 @@ pub trait Vars {
     fn nounset(&self) -> bool {
         false
     }
+    /// Whether NAME is an associative array: `NAME[key]` takes the key as
+    /// text, not as an expression.
+    fn is_assoc(&self, _name: &str) -> bool {
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -159,8 +164,40 @@ impl P<'_> {
             while j < self.s.len() && (self.s[j].is_ascii_alphanumeric() || self.s[j] == b'_') {
                 j += 1;
             }
+            let name = &self.src[i..j];
+            if self.s.get(j) == Some(&b'[') {
+                // `NAME[SUBSCRIPT]`: an array element, named `NAME[INDEX]`
+                // (the index evaluated now) for the shell's variables.
+                let mut depth = 0usize;
+                let mut k = j + 1;
+                let close = loop {
+                    match self.s.get(k) {
+                        None => {
+                            self.start = j;
+                            self.end = self.s.len();
+                            return Err(self.fail_at("bad array subscript", j));
+                        }
+                        Some(b'[') => depth += 1,
+                        Some(b']') if depth == 0 => break k,
+                        Some(b']') => depth -= 1,
+                        Some(_) => {}
+                    }
+                    k += 1;
+                };
+                let inner = &self.src[j + 1..close];
+                let key = if self.vars.is_assoc(name) {
+                    inner.trim_matches([' ', '\t', '\n']).to_string()
+                } else if self.noeval > 0 {
+                    "0".to_string()
+                } else {
+                    eval_at(inner, self.vars, self.depth + 1, self.nest + 1)?.to_string()
+                };
+                self.end = close + 1;
+                self.tok = Tok::Ident(format!("{name}[{key}]"));
+                return Ok(());
+            }
             self.end = j;
-            self.tok = Tok::Ident(self.src[i..j].to_string());
+            self.tok = Tok::Ident(name.to_string());
             return Ok(());
         }
         for op in OPS {

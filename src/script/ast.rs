@@ -47,6 +47,10 @@ pub struct Pipeline {
     /// `!`: the status is inverted.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub negated: bool,
+    /// `time` (`time -p` when `Some(true)`): the pipeline's real, user
+    /// and system time are printed on standard error when it ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed: Option<bool>,
     pub stages: Vec<Stage>,
 }
 
@@ -105,6 +109,16 @@ pub enum Command {
         arms: Vec<CaseArm>,
         redirects: Vec<Redirect>,
     },
+    /// `for (( init; condition; step )); do ...; done`: the three
+    /// expressions are arithmetic (an empty condition is true).
+    ArithFor {
+        offset: usize,
+        init: Word,
+        condition: Word,
+        step: Word,
+        body: List,
+        redirects: Vec<Redirect>,
+    },
     /// `NAME() BODY` or `function NAME BODY`: defines NAME when it runs.
     /// The body's redirections are its own, applied at each call.
     Function {
@@ -124,6 +138,7 @@ impl Command {
             | Command::While { offset, .. }
             | Command::For { offset, .. }
             | Command::Case { offset, .. }
+            | Command::ArithFor { offset, .. }
             | Command::Function { offset, .. } => *offset,
         }
     }
@@ -136,7 +151,8 @@ impl Command {
             | Command::If { redirects, .. }
             | Command::While { redirects, .. }
             | Command::For { redirects, .. }
-            | Command::Case { redirects, .. } => redirects,
+            | Command::Case { redirects, .. }
+            | Command::ArithFor { redirects, .. } => redirects,
             Command::Function { .. } => &[],
         }
     }
@@ -175,6 +191,10 @@ pub struct Assignment {
     /// `NAME+=value`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub append: bool,
+    /// `NAME[SUBSCRIPT]=value`: an element of an array.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<Word>,
+    /// The value; `NAME=(...)` is one `Part::Array`.
     pub value: Word,
 }
 
@@ -286,6 +306,27 @@ pub enum Part {
     Subst(Box<Subst>),
     /// `$(( expression ))`.
     Arith(Box<Arith>),
+    /// `(a b [3]=c)` right after `NAME=` or `NAME+=`: an array's elements
+    /// (in an assignment, or an argument of `declare`/`local`).
+    Array(Box<ArrayLit>),
+}
+
+/// The elements of `NAME=(...)`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArrayLit {
+    pub offset: usize,
+    pub elems: Vec<ArrayElem>,
+}
+
+/// One element of an array literal: a word (split and globbed as a
+/// command's argument is), or `[SUBSCRIPT]=value` (one string).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArrayElem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<Word>,
+    pub value: Word,
 }
 
 /// `$(( expression ))`: the expression's text, after parameter
@@ -307,9 +348,16 @@ pub struct Param {
     pub offset: usize,
     pub name: String,
     pub op: ParamOp,
-    /// The operand of `:-` and friends.
+    /// `NAME[...]`: an element, or all of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<Subscript>,
+    /// The operand of `:-` and friends (the pattern of `/`, the offset of
+    /// `:`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arg: Option<Word>,
+    /// The second operand: the replacement of `/`, the length of `:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rep: Option<Word>,
     /// Inside double quotes (or a here-document): no splitting, no globbing.
     pub quoted: bool,
 }
@@ -333,6 +381,39 @@ pub enum ParamOp {
     TrimPrefix { longest: bool },
     /// `${x%p}`, `${x%%p}`
     TrimSuffix { longest: bool },
+    /// `${x:offset}`, `${x:offset:length}` (arithmetic operands).
+    Substring,
+    /// `${x/p/r}` (first), `${x//p/r}` (all), `${x/#p/r}` (at the
+    /// start), `${x/%p/r}` (at the end).
+    Replace { mode: ReplaceMode },
+    /// `${x^}`, `${x^^}`, `${x,}`, `${x,,}` (an optional pattern selects
+    /// the characters).
+    Case { upper: bool, all: bool },
+    /// `${!a[@]}`, `${!a[*]}`: the indices of an array.
+    Keys,
+    /// `${!NAME}`: the variable NAME names.
+    Indirect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReplaceMode {
+    First,
+    All,
+    Prefix,
+    Suffix,
+}
+
+/// The subscript of `NAME[...]`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Subscript {
+    /// `[@]`: every element, a field each when quoted.
+    All,
+    /// `[*]`: every element, joined by IFS's first character when quoted.
+    Star,
+    /// An index (arithmetic) or a key (an associative array's).
+    Expr(Word),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -370,6 +451,7 @@ impl Word {
             Part::Param(p) => p.quoted,
             Part::Subst(s) => s.quoted,
             Part::Arith(a) => a.quoted,
+            Part::Array(_) => false,
             Part::Lit(_) => false,
         })
     }
@@ -407,6 +489,9 @@ pub fn each_simple_command<'a>(
     match c {
         Command::Simple(s) => {
             for a in &s.assignments {
+                if let Some(i) = &a.index {
+                    each_in_word(script, i, f);
+                }
                 each_in_word(script, &a.value, f);
             }
             for w in &s.words {
@@ -476,6 +561,20 @@ pub fn each_simple_command<'a>(
             }
             words_of_redirects(redirects, f);
         }
+        Command::ArithFor {
+            init,
+            condition,
+            step,
+            body,
+            redirects,
+            ..
+        } => {
+            for w in [init, condition, step] {
+                each_in_word(script, w, f);
+            }
+            each_simple(script, body, f);
+            words_of_redirects(redirects, f);
+        }
         Command::Function { body, .. } => {
             each_simple_command(script, body, f);
         }
@@ -486,12 +585,23 @@ fn each_in_word<'a>(script: &'a Script, w: &'a Word, f: &mut dyn FnMut(&'a Simpl
     for p in &w.parts {
         match p {
             Part::Param(p) => {
-                if let Some(a) = &p.arg {
+                if let Some(Subscript::Expr(w)) = &p.index {
+                    each_in_word(script, w, f);
+                }
+                for a in p.arg.iter().chain(&p.rep) {
                     each_in_word(script, a, f);
                 }
             }
             Part::Subst(s) => each_simple(script, &s.body, f),
             Part::Arith(a) => each_in_word(script, &a.expr, f),
+            Part::Array(a) => {
+                for e in &a.elems {
+                    if let Some(i) = &e.index {
+                        each_in_word(script, i, f);
+                    }
+                    each_in_word(script, &e.value, f);
+                }
+            }
             Part::Lit(_) | Part::Quoted(_) => {}
         }
     }

@@ -83,6 +83,8 @@ impl Interp<'_> {
             }),
             "local" => self.local(c, args, offsets),
             "declare" | "typeset" => self.declare(c, argv, offsets),
+            "mapfile" | "readarray" => self.mapfile(argv, offsets),
+            "pushd" | "popd" | "dirs" => self.dirs_builtin(c, argv, offsets),
             _ => Ok(0),
         }
     }
@@ -416,6 +418,7 @@ impl Interp<'_> {
         let mut delim: Option<u8> = Some(b'\n');
         let mut limit: Option<usize> = None;
         let mut fd: RawFd = 0;
+        let mut array: Option<String> = None;
         let mut i = 0;
         let usage = "read: usage: read [-ers] [-a array] [-d delim] [-i text] [-n nchars] [-N nchars] [-p prompt] [-t timeout] [-u fd] [name ...]";
         while let Some(a) = args.get(i) {
@@ -486,15 +489,7 @@ impl Interp<'_> {
                         }
                     }
                     'i' => {}
-                    'a' => {
-                        let mut d = Denial::new(
-                            "syntax.unsupported",
-                            "`read -a`: arrays are not supported",
-                            "read into separate variables (`read -r first second rest`), or loop with `while read -r line`",
-                        );
-                        d.offset = offsets.get(i + 1).copied().or(Some(c.offset));
-                        return Err(self.deny(d));
-                    }
+                    'a' => array = value,
                     't' => {
                         let mut d = Denial::new(
                             "syntax.unsupported",
@@ -515,7 +510,7 @@ impl Interp<'_> {
             i += 1;
         }
         let names = &args[i.min(args.len())..];
-        for n in names {
+        for n in names.iter().chain(&array) {
             if !crate::lex::is_identifier(n) {
                 say(&format!("read: `{n}': not a valid identifier"));
                 return Ok(1);
@@ -565,15 +560,40 @@ impl Interp<'_> {
             String::from_utf8_lossy(&cs.iter().map(|c| c.0).collect::<Vec<_>>()).into_owned()
         };
         let at = offsets.first().copied().unwrap_or(c.offset);
-        if names.is_empty() {
-            self.assign_screened("REPLY", text(&chars), at)?;
-            return Ok(i32::from(eof));
-        }
         let is_ifs = |c: &(u8, bool)| !c.1 && ifs.as_bytes().contains(&c.0);
         let is_white = |c: &(u8, bool)| is_ifs(c) && matches!(c.0, b' ' | b'\t' | b'\n');
         let mut k = 0;
         while k < chars.len() && is_white(&chars[k]) {
             k += 1;
+        }
+        if let Some(name) = array {
+            // `read -a NAME`: every field an element.
+            if let Err(d) = verify::screen_name(&self.policy, &name, at) {
+                return Err(self.deny(d));
+            }
+            let mut items = Vec::new();
+            while k < chars.len() {
+                let start = k;
+                while k < chars.len() && !is_ifs(&chars[k]) {
+                    k += 1;
+                }
+                items.push((None, text(&chars[start..k])));
+                while k < chars.len() && is_white(&chars[k]) {
+                    k += 1;
+                }
+                if k < chars.len() && is_ifs(&chars[k]) {
+                    k += 1;
+                    while k < chars.len() && is_white(&chars[k]) {
+                        k += 1;
+                    }
+                }
+            }
+            self.set_array(&name, items, false, Some(false))?;
+            return Ok(i32::from(eof));
+        }
+        if names.is_empty() {
+            self.assign_screened("REPLY", text(&chars), at)?;
+            return Ok(i32::from(eof));
         }
         for (ni, n) in names.iter().enumerate() {
             let off = offsets.get(i + ni + 1).copied().unwrap_or(at);
@@ -769,10 +789,15 @@ impl Interp<'_> {
 
     fn declare(&mut self, c: &SimpleCommand, argv: &[String], offsets: &[usize]) -> R<i32> {
         let mut export = false;
+        let mut kind: Option<bool> = None;
+        let mut print = false;
         let mut st = 0;
+        let mut names = 0;
         for (i, a) in argv.iter().enumerate().skip(1) {
             let off = offsets.get(i).copied().unwrap_or(c.offset);
-            if let Some(flags) = a.strip_prefix('-').or_else(|| a.strip_prefix('+'))
+            let array = self.decl_arrays.iter().position(|(at, _, _)| *at == i);
+            if array.is_none()
+                && let Some(flags) = a.strip_prefix('-').or_else(|| a.strip_prefix('+'))
                 && !flags.is_empty()
                 && !a.contains('=')
             {
@@ -780,11 +805,14 @@ impl Interp<'_> {
                     match f {
                         'x' => export = a.starts_with('-'),
                         'g' => {}
+                        'a' => kind = Some(false),
+                        'A' => kind = Some(true),
+                        'p' => print = true,
                         _ => {
                             let mut d = Denial::new(
                                 "syntax.unsupported",
                                 format!("`{} -{f}` is not supported", argv[0]),
-                                "use plain variables: `NAME=value`, `export NAME=value`; compute numbers with $((...))",
+                                "use plain variables: `NAME=value`, `export NAME=value`, arrays with -a or -A; compute numbers with $((...))",
                             );
                             d.offset = Some(off);
                             return Err(self.deny(d));
@@ -793,48 +821,370 @@ impl Interp<'_> {
                 }
                 continue;
             }
-            let (n, v) = match a.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (a.as_str(), None),
-            };
-            let (n, append) = match n.strip_suffix('+') {
-                Some(n) => (n, true),
-                None => (n, false),
-            };
-            if !crate::lex::is_identifier(n) {
-                say(&format!("{}: `{a}': not a valid identifier", argv[0]));
-                st = 1;
+            names += 1;
+            if print {
+                match self.declaration_of(a) {
+                    Some(line) => self.out(&line),
+                    None => {
+                        say(&format!("{}: {a}: not found", argv[0]));
+                        st = 1;
+                    }
+                }
                 continue;
             }
-            if let Err(d) = verify::screen_name(&self.policy, n, off) {
-                return Err(self.deny(d));
-            }
-            let var = self.vars.entry(n.to_string()).or_insert(Var {
-                value: None,
-                exported: false,
-            });
-            if export {
-                var.exported = true;
-            }
-            if let Some(v) = v {
-                let old = if append {
-                    var.value.clone().unwrap_or_default()
-                } else {
-                    String::new()
-                };
-                var.value = Some(format!("{old}{v}"));
-            }
+            st |= self.declare_one(&argv[0], i, a, off, kind, export)?;
         }
-        if argv.len() == 1 {
+        if names == 0 {
             let mut d = Denial::new(
                 "syntax.unsupported",
                 format!("`{}` without names", argv[0]),
-                "print a variable with `echo \"$NAME\"`, or the environment with an allowed program such as `env`",
+                "print a variable with `echo \"$NAME\"` or `declare -p NAME`, or the environment with an allowed program such as `env`",
             );
             d.offset = Some(c.offset);
             return Err(self.deny(d));
         }
         Ok(st)
+    }
+
+    /// One NAME, NAME=value or NAME=(...) of `declare`/`local` (argument
+    /// `i`): the array kind asked for (Some(true): associative), whether
+    /// it is exported.
+    pub(super) fn declare_one(
+        &mut self,
+        builtin: &str,
+        i: usize,
+        a: &str,
+        off: usize,
+        kind: Option<bool>,
+        export: bool,
+    ) -> R<i32> {
+        let literal = self
+            .decl_arrays
+            .iter()
+            .position(|(at, _, _)| *at == i)
+            .map(|k| self.decl_arrays.remove(k));
+        let (n, v) = match (&literal, a.split_once('=')) {
+            (Some(_), _) => (a, None),
+            (None, Some((n, v))) => (n, Some(v)),
+            (None, None) => (a, None),
+        };
+        let (n, append) = match n.strip_suffix('+') {
+            Some(n) => (n, true),
+            None => (n, false),
+        };
+        if !crate::lex::is_identifier(n) {
+            say(&format!("{builtin}: `{a}': not a valid identifier"));
+            return Ok(1);
+        }
+        if let Err(d) = verify::screen_name(&self.policy, n, off) {
+            return Err(self.deny(d));
+        }
+        let existing = self.vars.get(n).map(|v| match &v.array {
+            Some(Array::Assoc(_)) => Some(true),
+            Some(Array::Indexed(_)) => Some(false),
+            None => None,
+        });
+        if kind == Some(true) && existing == Some(Some(false)) {
+            say(&format!(
+                "{builtin}: {n}: cannot convert indexed to associative array"
+            ));
+            return Ok(1);
+        }
+        if let Some((_, items, app)) = literal {
+            self.set_array(n, items, app, kind)?;
+        } else if let Some(k) = kind
+            && existing.flatten().is_none()
+        {
+            // `declare -a NAME`: an (empty) array, keeping a value as its
+            // element 0.
+            let old = self.var(n);
+            let items = old
+                .map(|v| (Some("0".to_string()), v))
+                .into_iter()
+                .collect();
+            self.set_array(n, items, false, Some(k))?;
+        }
+        if let Some(v) = v {
+            let v = if append {
+                format!("{}{v}", self.var(n).unwrap_or_default())
+            } else {
+                v.to_string()
+            };
+            self.set_var(n, v);
+        }
+        let var = self.vars.entry(n.to_string()).or_default();
+        if export {
+            var.exported = true;
+        }
+        Ok(0)
+    }
+
+    /// `declare -p NAME`'s line, as bash prints it.
+    fn declaration_of(&self, name: &str) -> Option<String> {
+        let v = self.vars.get(name)?;
+        let q = |s: &str| {
+            let mut o = String::from("\"");
+            for ch in s.chars() {
+                if matches!(ch, '"' | '\\' | '$' | '`') {
+                    o.push('\\');
+                }
+                o.push(ch);
+            }
+            o.push('"');
+            o
+        };
+        let x = if v.exported { "x" } else { "" };
+        Some(match &v.array {
+            Some(Array::Indexed(m)) => {
+                let body: Vec<String> = m.iter().map(|(k, e)| format!("[{k}]={}", q(e))).collect();
+                format!("declare -a{x} {name}=({})\n", body.join(" "))
+            }
+            Some(Array::Assoc(m)) => {
+                let body: String = m
+                    .iter()
+                    .map(|(k, e)| format!("[{}]={} ", xtrace_quote(k), q(e)))
+                    .collect();
+                format!("declare -A{x} {name}=({body})\n")
+            }
+            None => {
+                let flags = if v.exported { "-x" } else { "--" };
+                match &v.value {
+                    Some(val) => format!("declare {flags} {name}={}\n", q(val)),
+                    None => format!("declare {flags} {name}\n"),
+                }
+            }
+        })
+    }
+
+    /// `mapfile`/`readarray [-t] [-d DELIM] [-n COUNT] [-s SKIP] [-u FD]
+    /// [NAME]`: the lines of the input into an array (MAPFILE).
+    fn mapfile(&mut self, argv: &[String], offsets: &[usize]) -> R<i32> {
+        let me = argv[0].as_str();
+        let mut trim = false;
+        let mut delim = b'\n';
+        let mut count: Option<usize> = None;
+        let mut skip = 0usize;
+        let mut fd: RawFd = 0;
+        let mut i = 1;
+        while let Some(a) = argv.get(i) {
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if !a.starts_with('-') || a.len() < 2 {
+                break;
+            }
+            let f = a.as_bytes()[1];
+            let value = if matches!(f, b'd' | b'n' | b's' | b'u' | b'O' | b'C' | b'c') {
+                if a.len() > 2 {
+                    Some(a[2..].to_string())
+                } else {
+                    i += 1;
+                    match argv.get(i) {
+                        Some(v) => Some(v.clone()),
+                        None => {
+                            say(&format!(
+                                "{me}: -{}: option requires an argument",
+                                f as char
+                            ));
+                            return Ok(2);
+                        }
+                    }
+                }
+            } else {
+                None
+            };
+            let number =
+                |v: &Option<String>| v.as_deref().and_then(|v| v.trim().parse::<usize>().ok());
+            match f {
+                b't' if a.len() == 2 => trim = true,
+                b'd' => delim = value.and_then(|v| v.bytes().next()).unwrap_or(0),
+                b'n' => match number(&value) {
+                    Some(0) => count = None,
+                    Some(n) => count = Some(n),
+                    None => {
+                        say(&format!(
+                            "{me}: {}: invalid line count",
+                            value.unwrap_or_default()
+                        ));
+                        return Ok(1);
+                    }
+                },
+                b's' => match number(&value) {
+                    Some(n) => skip = n,
+                    None => {
+                        say(&format!(
+                            "{me}: {}: invalid line count",
+                            value.unwrap_or_default()
+                        ));
+                        return Ok(1);
+                    }
+                },
+                b'u' => match value
+                    .as_deref()
+                    .and_then(|v| v.trim().parse::<RawFd>().ok())
+                {
+                    Some(n) if n >= 0 => fd = n,
+                    _ => {
+                        say(&format!(
+                            "{me}: {}: invalid file descriptor specification",
+                            value.unwrap_or_default()
+                        ));
+                        return Ok(1);
+                    }
+                },
+                _ => {
+                    let mut d = Denial::new(
+                        "syntax.unsupported",
+                        format!("`{me} {a}` is not supported"),
+                        "use mapfile -t NAME (with -d, -n, -s or -u)",
+                    );
+                    d.offset = offsets.get(i).copied();
+                    return Err(self.deny(d));
+                }
+            }
+            i += 1;
+        }
+        let name = argv
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| "MAPFILE".to_string());
+        let at = offsets.get(i).or(offsets.first()).copied().unwrap_or(0);
+        if !crate::lex::is_identifier(&name) {
+            say(&format!("{me}: `{name}': not a valid identifier"));
+            return Ok(1);
+        }
+        if let Err(d) = verify::screen_name(&self.policy, &name, at) {
+            return Err(self.deny(d));
+        }
+        // Byte by byte, as `read` does: what follows the last line taken
+        // stays for the next reader.
+        let mut items: Vec<(Option<String>, String)> = Vec::new();
+        let mut line: Vec<u8> = Vec::new();
+        let mut seen = 0usize;
+        let mut buf = [0u8; 1];
+        loop {
+            if count.is_some_and(|n| items.len() >= n) {
+                break;
+            }
+            // SAFETY: read into a stack byte.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), 1) };
+            if n < 0 && last_errno() == libc::EINTR {
+                continue;
+            }
+            let end = n <= 0;
+            if !end && buf[0] != 0 {
+                line.push(buf[0]);
+            }
+            if end || buf[0] == delim {
+                if end && line.is_empty() {
+                    break;
+                }
+                if trim && line.last() == Some(&delim) {
+                    line.pop();
+                }
+                seen += 1;
+                if seen > skip {
+                    items.push((None, String::from_utf8_lossy(&line).into_owned()));
+                    if items.len() > expand::MAX_ARRAY_ELEMENTS {
+                        say(&format!(
+                            "{me}: an array holds at most {} elements",
+                            expand::MAX_ARRAY_ELEMENTS
+                        ));
+                        return Ok(1);
+                    }
+                }
+                line.clear();
+                if end {
+                    break;
+                }
+            }
+        }
+        self.set_array(&name, items, false, Some(false))?;
+        Ok(0)
+    }
+
+    /// `pushd DIR`, `pushd` (swap), `popd`, `dirs` (`-c`, `-l`, `-p`,
+    /// `-v`): a stack of directories inside the workspace, printed as
+    /// bash prints it.
+    fn dirs_builtin(&mut self, c: &SimpleCommand, argv: &[String], offsets: &[usize]) -> R<i32> {
+        let me = argv[0].as_str();
+        let args: Vec<&String> = argv[1..].iter().filter(|a| *a != "--").collect();
+        match me {
+            "pushd" => {
+                let old = self.cwd.clone();
+                let target = match args.first() {
+                    Some(t) if t.starts_with(['+', '-']) && t.len() > 1 => {
+                        say(&format!(
+                            "pushd: {t}: options and rotating the stack are not supported"
+                        ));
+                        return Ok(1);
+                    }
+                    Some(t) => t.to_string(),
+                    None => match self.dir_stack.pop() {
+                        Some(top) => top.display().to_string(),
+                        None => {
+                            say("pushd: no other directory");
+                            return Ok(1);
+                        }
+                    },
+                };
+                let cd = vec!["cd".to_string(), target];
+                let cd_offsets = vec![c.offset, offsets.get(1).copied().unwrap_or(c.offset)];
+                let st = self.builtin(c, &cd, &cd_offsets)?;
+                if st != 0 {
+                    return Ok(st);
+                }
+                self.dir_stack.push(old);
+            }
+            "popd" => {
+                if let Some(t) = args.first() {
+                    say(&format!("popd: {t}: invalid argument"));
+                    return Ok(2);
+                }
+                let Some(top) = self.dir_stack.pop() else {
+                    say("popd: directory stack empty");
+                    return Ok(1);
+                };
+                let cd = vec!["cd".to_string(), top.display().to_string()];
+                let st = self.builtin(c, &cd, &[c.offset, c.offset])?;
+                if st != 0 {
+                    return Ok(st);
+                }
+            }
+            _ => {
+                if args.iter().any(|a| *a == "-c") {
+                    self.dir_stack.clear();
+                    return Ok(0);
+                }
+            }
+        }
+        let home = self.var("HOME").unwrap_or_default();
+        let long = args.iter().any(|a| a.starts_with('-') && a.contains('l'));
+        let show = |p: &Path| {
+            let t = p.display().to_string();
+            if !long && !home.is_empty() && (t == home || t.starts_with(&format!("{home}/"))) {
+                format!("~{}", &t[home.len()..])
+            } else {
+                t
+            }
+        };
+        let all: Vec<String> = std::iter::once(self.cwd.as_path())
+            .chain(self.dir_stack.iter().rev().map(PathBuf::as_path))
+            .map(show)
+            .collect();
+        let text = if args.iter().any(|a| a.starts_with('-') && a.contains('v')) {
+            all.iter()
+                .enumerate()
+                .map(|(i, d)| format!("{i:2}  {d}\n"))
+                .collect()
+        } else if args.iter().any(|a| a.starts_with('-') && a.contains('p')) {
+            all.iter().map(|d| format!("{d}\n")).collect()
+        } else {
+            format!("{}\n", all.join(" "))
+        };
+        self.out(&text);
+        Ok(0)
     }
 }
 
@@ -1144,9 +1494,15 @@ impl Cond<'_> {
                         }
                     }
                     match regex::Regex::new(&re) {
-                        Ok(r) => match r.find(&a) {
-                            Some(m) => {
-                                me.set_var("BASH_REMATCH", m.as_str().to_string());
+                        Ok(r) => match r.captures(&a) {
+                            Some(caps) => {
+                                // The whole match, then each group (an
+                                // unmatched group is empty, as in bash).
+                                let items = caps
+                                    .iter()
+                                    .map(|m| (None, m.map_or("", |m| m.as_str()).to_string()))
+                                    .collect();
+                                me.set_array("BASH_REMATCH", items, false, Some(false))?;
                                 Ok(true)
                             }
                             None => {

@@ -34,6 +34,29 @@ pub enum ExpandError {
     Stopped,
 }
 
+/// At most this many elements in one array.
+pub const MAX_ARRAY_ELEMENTS: usize = 1 << 20;
+
+/// A negative index that counts back past an array's first element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadSubscript;
+
+/// An array's index, or an associative array's key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    Index(i64),
+    Name(String),
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Index(i) => write!(f, "{i}"),
+            Key::Name(n) => f.write_str(n),
+        }
+    }
+}
+
 /// What expansion needs from the shell.
 pub trait Shell {
     /// A variable's value, None when unset.
@@ -55,6 +78,32 @@ pub trait Shell {
     /// Runs a command substitution; its standard output.
     fn command_output(&mut self, body: &List) -> Result<String, ExpandError>;
     fn dirs(&mut self) -> &mut dyn glob::Dirs;
+    /// Whether NAME is an associative array (its subscripts are keys).
+    fn is_assoc(&self, _name: &str) -> bool {
+        false
+    }
+    /// Element KEY of NAME (a scalar is element 0); a negative index
+    /// counts from the end. Err: a negative index before the first.
+    fn element(&self, name: &str, key: &Key) -> Result<Option<String>, BadSubscript> {
+        Ok(match key {
+            Key::Index(0) | Key::Index(-1) => self.var(name),
+            _ => None,
+        })
+    }
+    /// Every element of NAME with its index or key, in order (a scalar
+    /// is element 0); None when unset.
+    fn elements(&self, name: &str) -> Option<Vec<(Key, String)>> {
+        self.var(name).map(|v| vec![(Key::Index(0), v)])
+    }
+    /// Sets element KEY of NAME (an arithmetic assignment `a[i] = 1`).
+    fn set_element(&mut self, name: &str, key: Key, value: String) -> Result<(), ExpandError> {
+        match key {
+            Key::Index(0) => self.set_var(name, value),
+            _ => Err(ExpandError::Arith(format!("{name}: not an array"))),
+        }
+    }
+    /// A message bash prints without stopping (`a: bad array subscript`).
+    fn warn(&mut self, _msg: &str) {}
     /// Assigns an arithmetic result (`$(( x = 1 ))`): the name is screened
     /// as any assignment is.
     fn set_number(&mut self, name: &str, value: i64) -> Result<(), crate::check::Denial> {
@@ -77,15 +126,54 @@ pub fn ifs(sh: &dyn Shell) -> String {
 /// Evaluates an arithmetic expression with the shell's variables.
 pub fn arith(text: &str, sh: &mut dyn Shell) -> Result<i64, super::arith::Error> {
     struct V<'a>(&'a mut dyn Shell);
+    /// `NAME[KEY]` (the arithmetic evaluator names elements so).
+    fn element_name<'n>(sh: &dyn Shell, name: &'n str) -> Option<(&'n str, Key)> {
+        let (n, rest) = name.split_once('[')?;
+        let k = rest.strip_suffix(']')?;
+        Some(if sh.is_assoc(n) {
+            (n, Key::Name(k.to_string()))
+        } else {
+            (n, Key::Index(k.parse().ok()?))
+        })
+    }
     impl super::arith::Vars for V<'_> {
         fn get(&mut self, name: &str) -> Option<String> {
-            self.0.var(name)
+            match element_name(self.0, name) {
+                Some((n, k)) => match self.0.element(n, &k) {
+                    Ok(v) => v,
+                    Err(BadSubscript) => {
+                        self.0.warn(&format!("{n}: bad array subscript"));
+                        None
+                    }
+                },
+                None => self.0.var(name),
+            }
         }
         fn set(&mut self, name: &str, value: i64) -> Result<(), crate::check::Denial> {
-            self.0.set_number(name, value)
+            match element_name(self.0, name) {
+                Some((n, k)) => {
+                    // Screened as an assignment of the name.
+                    let denial = |e| match e {
+                        ExpandError::Denied(d) => d,
+                        ExpandError::Arith(m) | ExpandError::Fatal(m) => {
+                            crate::check::Denial::new("syntax.arithmetic", m, "assign another name")
+                        }
+                        ExpandError::Stopped => crate::check::Denial::new(
+                            "syntax.arithmetic",
+                            format!("cannot assign {name}"),
+                            "assign another name",
+                        ),
+                    };
+                    self.0.set_element(n, k, value.to_string()).map_err(denial)
+                }
+                None => self.0.set_number(name, value),
+            }
         }
         fn nounset(&self) -> bool {
             self.0.nounset()
+        }
+        fn is_assoc(&self, name: &str) -> bool {
+            self.0.is_assoc(name)
         }
     }
     super::arith::eval(text, &mut V(sh))
@@ -461,19 +549,20 @@ fn expand_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Result<Vec<Seg>, Ex
             Part::Param(p) => param(p, sh, &mut segs)?,
             Part::Arith(a) => {
                 let text = string(&a.expr, Tilde::None, sh)?;
-                let v = arith(&text, sh).map_err(|e| match e {
-                    super::arith::Error::Eval(m) => ExpandError::Arith(m),
-                    super::arith::Error::Denied(d) => ExpandError::Denied(d),
-                    super::arith::Error::Unbound(n) => {
-                        ExpandError::Fatal(format!("{n}: unbound variable"))
-                    }
-                })?;
+                let v = arith(&text, sh).map_err(arith_error)?;
                 segs.push(Seg {
                     text: v.to_string(),
                     quoted: a.quoted,
                     split: !a.quoted,
                     brk: false,
                 });
+            }
+            Part::Array(_) => {
+                // Only an assignment or a declaration takes an array: the
+                // interpreter reads its elements itself.
+                return Err(ExpandError::Arith(
+                    "an array (NAME=(...)) cannot be used here".into(),
+                ));
             }
             Part::Subst(s) => {
                 let mut out = sh.command_output(&s.body)?;
@@ -532,44 +621,480 @@ fn each_param(p: &Param, sh: &dyn Shell, segs: &mut Vec<Seg>) -> bool {
     true
 }
 
+fn arith_error(e: super::arith::Error) -> ExpandError {
+    match e {
+        super::arith::Error::Eval(m) => ExpandError::Arith(m),
+        super::arith::Error::Denied(d) => ExpandError::Denied(d),
+        super::arith::Error::Unbound(n) => ExpandError::Fatal(format!("{n}: unbound variable")),
+    }
+}
+
+/// The subscript of `NAME[...]`: a key of an associative array, else an
+/// index (arithmetic).
+pub fn subscript(name: &str, w: &Word, sh: &mut dyn Shell) -> Result<Key, ExpandError> {
+    let text = string(w, Tilde::None, sh)?;
+    if sh.is_assoc(name) {
+        return Ok(Key::Name(text));
+    }
+    Ok(Key::Index(arith(&text, sh).map_err(arith_error)?))
+}
+
+/// Evaluates arithmetic text, with bash's errors as expansion errors.
+pub fn arith_text(text: &str, sh: &mut dyn Shell) -> Result<i64, ExpandError> {
+    arith(text, sh).map_err(arith_error)
+}
+
+/// An arithmetic operand (`${x:OFFSET:LENGTH}`).
+fn number_of(w: &Word, sh: &mut dyn Shell) -> Result<i64, ExpandError> {
+    let text = string(w, Tilde::None, sh)?;
+    arith(&text, sh).map_err(arith_error)
+}
+
+/// The operand's segments, in the quoting of the whole expansion.
+fn operand(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), ExpandError> {
+    // Inside double quotes the expansion is a field even when the
+    // operand is empty (`[ -n "${X:-}" ]` has two arguments).
+    if p.quoted {
+        segs.push(Seg {
+            text: String::new(),
+            quoted: true,
+            split: false,
+            brk: false,
+        });
+    }
+    let Some(arg) = &p.arg else { return Ok(()) };
+    for mut s in expand_segs(arg, Tilde::Word, sh)? {
+        if p.quoted {
+            s.quoted = true;
+            s.split = false;
+        } else if !s.quoted {
+            s.split = true;
+        }
+        segs.push(s);
+    }
+    Ok(())
+}
+
+fn plain_seg(p: &Param, text: String, segs: &mut Vec<Seg>) {
+    segs.push(Seg {
+        text,
+        quoted: p.quoted,
+        split: !p.quoted,
+        brk: false,
+    })
+}
+
+/// A list of values as `"$@"` (a field each), `"$*"` (joined by IFS's
+/// first character) or unquoted (a field each, split further).
+fn emit_list(values: Vec<String>, star: bool, quoted: bool, sh: &dyn Shell, segs: &mut Vec<Seg>) {
+    if quoted && star {
+        let sep: String = ifs(sh).chars().take(1).collect();
+        segs.push(Seg {
+            text: values.join(&sep),
+            quoted: true,
+            split: false,
+            brk: false,
+        });
+        return;
+    }
+    for (i, v) in values.into_iter().enumerate() {
+        segs.push(Seg {
+            text: String::new(),
+            quoted: false,
+            split: false,
+            brk: i > 0,
+        });
+        segs.push(Seg {
+            text: v,
+            quoted,
+            split: !quoted,
+            brk: false,
+        });
+    }
+}
+
+/// `${x^}`, `${x^^}`, `${x,}`, `${x,,}`: the characters the pattern
+/// matches (every one without a pattern), the first only or all.
+fn change_case(v: &str, upper: bool, all: bool, pat: Option<&Pattern>) -> String {
+    let mut out = String::with_capacity(v.len());
+    for (i, c) in v.chars().enumerate() {
+        let hit = (all || i == 0) && pat.is_none_or(|p| p.matches(c.encode_utf8(&mut [0; 4])));
+        if !hit {
+            out.push(c);
+        } else if upper {
+            out.extend(c.to_uppercase());
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+/// The replacement's text for one match: an unquoted `&` from the text
+/// itself is the matched text.
+fn replacement_for(rep: &[Seg], matched: &str) -> String {
+    let mut out = String::new();
+    for s in rep {
+        if !s.quoted && !s.split {
+            out.push_str(&s.text.replace('&', matched));
+        } else {
+            out.push_str(&s.text);
+        }
+    }
+    out
+}
+
+/// `${x/p/r}` and its forms.
+fn replace(v: &str, pat: &Pattern, empty: bool, rep: &[Seg], mode: ReplaceMode) -> String {
+    match mode {
+        ReplaceMode::Prefix => match pat.prefix_len(v, true) {
+            Some(n) if n > 0 || empty => format!("{}{}", replacement_for(rep, &v[..n]), &v[n..]),
+            _ => v.to_string(),
+        },
+        ReplaceMode::Suffix => match pat.suffix_start(v, true) {
+            Some(n) if n < v.len() || empty => {
+                format!("{}{}", &v[..n], replacement_for(rep, &v[n..]))
+            }
+            _ => v.to_string(),
+        },
+        ReplaceMode::First | ReplaceMode::All => {
+            if empty {
+                return v.to_string();
+            }
+            let mut out = String::with_capacity(v.len());
+            let mut i = 0;
+            let mut replaced = false;
+            while i < v.len() {
+                if !(replaced && mode == ReplaceMode::First)
+                    && let Some(n) = pat.prefix_len(&v[i..], true).filter(|n| *n > 0)
+                {
+                    out.push_str(&replacement_for(rep, &v[i..i + n]));
+                    i += n;
+                    replaced = true;
+                    continue;
+                }
+                let c = v[i..].chars().next().map_or(1, char::len_utf8);
+                out.push_str(&v[i..i + c]);
+                i += c;
+            }
+            out
+        }
+    }
+}
+
+/// What an operator that works on each value makes of one value.
+struct EachOp {
+    pat: Option<Pattern>,
+    /// The pattern is empty.
+    empty: bool,
+    rep: Vec<Seg>,
+}
+
+fn each_op(p: &Param, sh: &mut dyn Shell) -> Result<EachOp, ExpandError> {
+    let (pat, empty) = match &p.arg {
+        Some(a) => {
+            let chars = pattern_chars(a, sh)?;
+            (Some(Pattern::compile(&chars)), chars.is_empty())
+        }
+        None => (None, true),
+    };
+    let rep = match &p.rep {
+        Some(r) if matches!(p.op, ParamOp::Replace { .. }) => expand_segs(r, Tilde::None, sh)?,
+        _ => Vec::new(),
+    };
+    Ok(EachOp { pat, empty, rep })
+}
+
+fn apply_each(p: &Param, e: &EachOp, v: String) -> String {
+    let lit = Pattern::literal("");
+    let pat = e.pat.as_ref().unwrap_or(&lit);
+    match p.op {
+        ParamOp::TrimPrefix { longest } => match pat.prefix_len(&v, longest) {
+            Some(n) => v[n..].to_string(),
+            None => v,
+        },
+        ParamOp::TrimSuffix { longest } => match pat.suffix_start(&v, longest) {
+            Some(n) => v[..n].to_string(),
+            None => v,
+        },
+        ParamOp::Replace { mode } => replace(&v, pat, e.empty, &e.rep, mode),
+        ParamOp::Case { upper, all } => change_case(&v, upper, all, e.pat.as_ref()),
+        _ => v,
+    }
+}
+
+/// `${x:OFFSET:LENGTH}` of a string, by characters.
+fn substring(p: &Param, v: &str, sh: &mut dyn Shell) -> Result<String, ExpandError> {
+    let chars: Vec<char> = v.chars().collect();
+    let n = chars.len() as i64;
+    let off = match &p.arg {
+        Some(w) => number_of(w, sh)?,
+        None => 0,
+    };
+    let start = if off < 0 { n.saturating_add(off) } else { off };
+    let end = match &p.rep {
+        None => n,
+        Some(w) => {
+            let len = number_of(w, sh)?;
+            if len < 0 {
+                let e = n.saturating_add(len);
+                if e < start.max(0) && (0..=n).contains(&start) {
+                    return Err(ExpandError::Arith(format!(
+                        "{len}: substring expression < 0"
+                    )));
+                }
+                e
+            } else {
+                start.saturating_add(len).min(n)
+            }
+        }
+    };
+    if start < 0 || start > n {
+        return Ok(String::new());
+    }
+    Ok(chars[start as usize..end.max(start) as usize]
+        .iter()
+        .collect())
+}
+
+/// `${a[@]:OFFSET:LENGTH}` (and `$@`'s): the elements from index OFFSET
+/// on (a negative one counts back from past the last), LENGTH of them.
+fn slice(
+    p: &Param,
+    elems: Vec<(Key, String)>,
+    sh: &mut dyn Shell,
+) -> Result<Vec<String>, ExpandError> {
+    let off = match &p.arg {
+        Some(w) => number_of(w, sh)?,
+        None => 0,
+    };
+    let len = match &p.rep {
+        Some(w) => {
+            let l = number_of(w, sh)?;
+            if l < 0 {
+                return Err(ExpandError::Arith(format!("{l}: substring expression < 0")));
+            }
+            Some(l as usize)
+        }
+        None => None,
+    };
+    let top = elems
+        .iter()
+        .filter_map(|(k, _)| match k {
+            Key::Index(i) => Some(*i),
+            Key::Name(_) => None,
+        })
+        .max()
+        .map_or(0, |m| m.saturating_add(1));
+    let from = if off < 0 {
+        top.saturating_add(off)
+    } else {
+        off
+    };
+    if from < 0 {
+        return Ok(Vec::new());
+    }
+    let it = elems
+        .into_iter()
+        .enumerate()
+        .filter(|(pos, (k, _))| match k {
+            Key::Index(i) => *i >= from,
+            Key::Name(_) => *pos as i64 >= from,
+        });
+    Ok(it
+        .map(|(_, (_, v))| v)
+        .take(len.unwrap_or(usize::MAX))
+        .collect())
+}
+
+/// The positional parameters as elements: `$0` at index 0.
+fn positional_elements(sh: &dyn Shell) -> Vec<(Key, String)> {
+    sh.positional()
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (Key::Index(i as i64), v.clone()))
+        .collect()
+}
+
+/// An expansion of every element: `${a[@]}`, `${a[*]}`, and `$@`/`$*`
+/// under an operator that works on each.
+fn list_param(
+    p: &Param,
+    elems: Option<Vec<(Key, String)>>,
+    star: bool,
+    sh: &mut dyn Shell,
+    segs: &mut Vec<Seg>,
+) -> Result<(), ExpandError> {
+    let shown = if p.index.is_some() {
+        format!("{}[{}]", p.name, if star { '*' } else { '@' })
+    } else {
+        p.name.clone()
+    };
+    let positional = p.index.is_none();
+    let tests = matches!(
+        p.op,
+        ParamOp::Default { .. }
+            | ParamOp::Assign { .. }
+            | ParamOp::Alternative { .. }
+            | ParamOp::Error { .. }
+    );
+    let elems = match elems {
+        Some(e) => e,
+        None if sh.nounset() && !tests => {
+            return Err(ExpandError::Fatal(format!("{shown}: unbound variable")));
+        }
+        None => Vec::new(),
+    };
+    let values = |elems: Vec<(Key, String)>| -> Vec<String> {
+        elems
+            .into_iter()
+            .filter(|(k, _)| !positional || *k != Key::Index(0))
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let out = match p.op {
+        ParamOp::Plain | ParamOp::Indirect => values(elems),
+        ParamOp::Length => {
+            let n = values(elems).len();
+            plain_seg(p, n.to_string(), segs);
+            return Ok(());
+        }
+        ParamOp::Keys => elems.into_iter().map(|(k, _)| k.to_string()).collect(),
+        ParamOp::Substring => slice(p, elems, sh)?,
+        ParamOp::TrimPrefix { .. }
+        | ParamOp::TrimSuffix { .. }
+        | ParamOp::Replace { .. }
+        | ParamOp::Case { .. } => {
+            let e = each_op(p, sh)?;
+            values(elems)
+                .into_iter()
+                .map(|v| apply_each(p, &e, v))
+                .collect()
+        }
+        ParamOp::Default { colon }
+        | ParamOp::Assign { colon }
+        | ParamOp::Alternative { colon }
+        | ParamOp::Error { colon } => {
+            let vs = values(elems);
+            let set = !(vs.is_empty() || colon && vs.len() == 1 && vs[0].is_empty());
+            match p.op {
+                ParamOp::Alternative { .. } if set => return operand(p, sh, segs),
+                ParamOp::Alternative { .. } => {
+                    plain_seg(p, String::new(), segs);
+                    return Ok(());
+                }
+                _ if set => vs,
+                ParamOp::Default { .. } => return operand(p, sh, segs),
+                ParamOp::Assign { .. } => {
+                    return Err(ExpandError::Arith(format!("{shown}: bad array subscript")));
+                }
+                _ => {
+                    let msg = match &p.arg {
+                        Some(a) if !a.parts.is_empty() => string(a, Tilde::Word, sh)?,
+                        _ => "parameter null or not set".into(),
+                    };
+                    return Err(ExpandError::Fatal(format!("{shown}: {msg}")));
+                }
+            }
+        }
+    };
+    emit_list(out, star, p.quoted, sh, segs);
+    Ok(())
+}
+
+/// `${!NAME}`: the parameter NAME's value names (`x`, `1`, `a[2]`,
+/// `a[@]`).
+fn indirect(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), ExpandError> {
+    let Some(target) = special(&p.name, sh).or_else(|| sh.var(&p.name)) else {
+        if sh.nounset() {
+            return Err(ExpandError::Fatal(format!("{}: unbound variable", p.name)));
+        }
+        return Err(ExpandError::Arith(format!(
+            "{}: invalid indirect expansion",
+            p.name
+        )));
+    };
+    let (name, index) = match target.split_once('[') {
+        Some((n, rest)) if rest.ends_with(']') && crate::lex::is_identifier(n) => {
+            let sub = &rest[..rest.len() - 1];
+            let index = match sub {
+                "@" => Subscript::All,
+                "*" => Subscript::Star,
+                _ => Subscript::Expr(Word {
+                    offset: p.offset,
+                    end: p.offset,
+                    parts: vec![Part::Quoted(sub.to_string())],
+                }),
+            };
+            (n.to_string(), Some(index))
+        }
+        _ => (target.clone(), None),
+    };
+    let valid = crate::lex::is_identifier(&name)
+        || (!name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
+        || matches!(name.as_str(), "@" | "*" | "#" | "?" | "$" | "!");
+    if !valid {
+        return Err(ExpandError::Arith(format!(
+            "{target}: invalid variable name"
+        )));
+    }
+    let q = Param {
+        offset: p.offset,
+        name,
+        op: ParamOp::Plain,
+        index,
+        arg: None,
+        rep: None,
+        quoted: p.quoted,
+    };
+    param(&q, sh, segs)
+}
+
 fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), ExpandError> {
+    if p.op == ParamOp::Indirect {
+        return indirect(p, sh, segs);
+    }
+    let per_value = matches!(
+        p.op,
+        ParamOp::Substring
+            | ParamOp::Replace { .. }
+            | ParamOp::Case { .. }
+            | ParamOp::TrimPrefix { .. }
+            | ParamOp::TrimSuffix { .. }
+    );
+    let list = match (&p.index, p.name.as_str()) {
+        (Some(Subscript::All), _) => Some((sh.elements(&p.name), false)),
+        (Some(Subscript::Star), _) => Some((sh.elements(&p.name), true)),
+        (None, "@") if per_value => Some((Some(positional_elements(sh)), false)),
+        (None, "*") if per_value => Some((Some(positional_elements(sh)), true)),
+        _ => None,
+    };
+    if let Some((elems, star)) = list {
+        return list_param(p, elems, star, sh, segs);
+    }
     if each_param(p, sh, segs) {
         return Ok(());
     }
-    let value = special(&p.name, sh).or_else(|| sh.var(&p.name));
-    let unbound = || ExpandError::Fatal(format!("{}: unbound variable", p.name));
-    let plain = |text: String, segs: &mut Vec<Seg>| {
-        segs.push(Seg {
-            text,
-            quoted: p.quoted,
-            split: !p.quoted,
-            brk: false,
-        })
-    };
-    // The operand's segments, in the quoting of the whole expansion.
-    let operand = |sh: &mut dyn Shell, segs: &mut Vec<Seg>| -> Result<(), ExpandError> {
-        // Inside double quotes the expansion is a field even when the
-        // operand is empty (`[ -n "${X:-}" ]` has two arguments).
-        if p.quoted {
-            segs.push(Seg {
-                text: String::new(),
-                quoted: true,
-                split: false,
-                brk: false,
-            });
+    let mut shown = p.name.clone();
+    let mut key = None;
+    let value = match &p.index {
+        Some(Subscript::Expr(w)) => {
+            let k = subscript(&p.name, w, sh)?;
+            shown = format!("{}[{k}]", p.name);
+            let v = match sh.element(&p.name, &k) {
+                Ok(v) => v,
+                Err(BadSubscript) => {
+                    sh.warn(&format!("{}: bad array subscript", p.name));
+                    None
+                }
+            };
+            key = Some(k);
+            v
         }
-        let Some(arg) = &p.arg else { return Ok(()) };
-        for mut s in expand_segs(arg, Tilde::Word, sh)? {
-            if p.quoted {
-                s.quoted = true;
-                s.split = false;
-            } else if !s.quoted {
-                s.split = true;
-            }
-            segs.push(s);
-        }
-        Ok(())
+        _ => special(&p.name, sh).or_else(|| sh.var(&p.name)),
     };
+    let unbound = || ExpandError::Fatal(format!("{shown}: unbound variable"));
+    let plain = |text: String, segs: &mut Vec<Seg>| plain_seg(p, text, segs);
     match p.op {
         ParamOp::Plain => match value {
             Some(v) => plain(v, segs),
@@ -590,13 +1115,16 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
                 plain(value.unwrap_or_default(), segs);
             } else {
                 match p.op {
-                    ParamOp::Default { .. } => operand(sh, segs)?,
+                    ParamOp::Default { .. } => operand(p, sh, segs)?,
                     ParamOp::Assign { .. } => {
                         let v = match &p.arg {
                             Some(a) => string(a, Tilde::Word, sh)?,
                             None => String::new(),
                         };
-                        sh.set_var(&p.name, v.clone())?;
+                        match key {
+                            Some(k) => sh.set_element(&p.name, k, v.clone())?,
+                            None => sh.set_var(&p.name, v.clone())?,
+                        }
                         plain(v, segs);
                     }
                     _ => {
@@ -604,7 +1132,7 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
                             Some(a) if !a.parts.is_empty() => string(a, Tilde::Word, sh)?,
                             _ => "parameter null or not set".into(),
                         };
-                        return Err(ExpandError::Fatal(format!("{}: {msg}", p.name)));
+                        return Err(ExpandError::Fatal(format!("{shown}: {msg}")));
                     }
                 }
             }
@@ -615,34 +1143,37 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
                 None => false,
             };
             if set {
-                operand(sh, segs)?;
+                operand(p, sh, segs)?;
             } else {
                 plain(String::new(), segs);
             }
         }
-        ParamOp::TrimPrefix { longest } | ParamOp::TrimSuffix { longest } => {
-            let v = match value {
-                Some(v) => v,
+        ParamOp::Substring => {
+            let out = match value {
+                Some(v) => substring(p, &v, sh)?,
                 None if sh.nounset() => return Err(unbound()),
+                // Unset: empty, the operands not evaluated.
                 None => String::new(),
-            };
-            let pat = match &p.arg {
-                Some(a) => pattern(a, sh)?,
-                None => Pattern::literal(""),
-            };
-            let out = if matches!(p.op, ParamOp::TrimPrefix { .. }) {
-                match pat.prefix_len(&v, longest) {
-                    Some(n) => v[n..].to_string(),
-                    None => v,
-                }
-            } else {
-                match pat.suffix_start(&v, longest) {
-                    Some(n) => v[..n].to_string(),
-                    None => v,
-                }
             };
             plain(out, segs);
         }
+        ParamOp::TrimPrefix { .. }
+        | ParamOp::TrimSuffix { .. }
+        | ParamOp::Replace { .. }
+        | ParamOp::Case { .. } => {
+            let out = match value {
+                Some(v) => {
+                    let e = each_op(p, sh)?;
+                    apply_each(p, &e, v)
+                }
+                None if sh.nounset() => return Err(unbound()),
+                // An unset parameter stays empty (`${u/#/P}` is empty).
+                None => String::new(),
+            };
+            plain(out, segs);
+        }
+        // Parsed only with `[@]` or `[*]`, handled above.
+        ParamOp::Keys | ParamOp::Indirect => plain(String::new(), segs),
     }
     Ok(())
 }
@@ -853,7 +1384,7 @@ pub fn static_fields(w: &Word) -> Option<Vec<String>> {
                 }
             }
             Part::Quoted(_) => {}
-            Part::Param(_) | Part::Subst(_) | Part::Arith(_) => return None,
+            Part::Param(_) | Part::Subst(_) | Part::Arith(_) | Part::Array(_) => return None,
         }
     }
     let words = braces(w).ok()?;
@@ -1046,6 +1577,26 @@ mod tests {
             ("{,}", &[]),
             ("'{a,b}' \\{a,b}", &["{a,b}", "{a,b}"]),
             ("{$x,c}", &["a", "b", "c"]),
+            ("${path/sub/S}", &["dir/S/file.tar.gz"]),
+            ("${path//\\//_}", &["dir_sub_file.tar.gz"]),
+            (
+                "${path/#dir/D} ${path/%gz/GZ}",
+                &["D/sub/file.tar.gz", "dir/sub/file.tar.GZ"],
+            ),
+            ("${path/*./[&]}", &["[dir/sub/file.tar.]gz"]),
+            (
+                "${path:4:3} ${path: -2} ${path:(-6):3}",
+                &["sub", "gz", "tar"],
+            ),
+            (
+                "${path^^} \"${star^}\" ${path,,[D]}",
+                &["DIR/SUB/FILE.TAR.GZ", "*.rs", "dir/sub/file.tar.gz"],
+            ),
+            ("${nope/a/b}x ${e/#/P}", &["x", "P"]),
+            (
+                "${#path[@]} ${path[0]} ${!path[@]}",
+                &["1", "dir/sub/file.tar.gz", "0"],
+            ),
             ("$(ls)", &["out", "of", "ls"]),
             ("\"$(ls)\"", &["out of ls"]),
         ];

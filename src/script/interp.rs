@@ -121,10 +121,29 @@ enum Call {
 
 type R<T> = Result<T, Unwind>;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Var {
     value: Option<String>,
     exported: bool,
+    /// An array's elements (`value` is then unused): `$NAME` is element 0.
+    array: Option<Array>,
+}
+
+/// The elements of an indexed array (sparse) or an associative one.
+#[derive(Debug, Clone)]
+enum Array {
+    Indexed(std::collections::BTreeMap<i64, String>),
+    Assoc(std::collections::BTreeMap<String, String>),
+}
+
+impl Var {
+    fn scalar(&self) -> Option<String> {
+        match &self.array {
+            Some(Array::Indexed(m)) => m.get(&0).cloned(),
+            Some(Array::Assoc(m)) => m.get("0").cloned(),
+            None => self.value.clone(),
+        }
+    }
 }
 
 struct Interp<'s> {
@@ -180,6 +199,13 @@ struct Interp<'s> {
     /// The command string, for the line of such a refusal.
     source: Rc<str>,
     traps: background::Traps,
+    /// `declare NAME=(...)` words of the command being run: the argv
+    /// index of NAME, the elements, and whether they are appended.
+    decl_arrays: Vec<(usize, ArrayItems, bool)>,
+    /// How deep in command substitutions this process is (`set -x`).
+    subst_depth: u32,
+    /// `pushd`/`popd`: the directories under the current one.
+    dir_stack: Vec<PathBuf>,
     /// Running a trap's commands (no ERR trap, no signal trap inside),
     /// and `$?` when it started (`exit` alone there ends with it).
     in_trap: bool,
@@ -202,6 +228,36 @@ struct NewShell {
     set: Vec<String>,
     /// Prefix assignments: exported to the new shell.
     assigns: Vec<(String, String)>,
+}
+
+/// The user and system CPU seconds of this process and its waited-for
+/// children.
+fn cpu_times() -> (f64, f64) {
+    let mut total = (0.0, 0.0);
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: getrusage fills a zeroed struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to the struct.
+        if unsafe { libc::getrusage(who, &mut ru) } == 0 {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            total.0 += secs(ru.ru_utime);
+            total.1 += secs(ru.ru_stime);
+        }
+    }
+    total
+}
+
+/// A word as `set -x` shows it: single-quoted when it holds a character
+/// the shell would read specially (as bash quotes it).
+fn xtrace_quote(w: &str) -> String {
+    let special = w.is_empty()
+        || w.starts_with(['~', '#'])
+        || w.chars()
+            .any(|c| c.is_whitespace() || "'\"\\|&;()<>!{}*[]?^$`".contains(c) || c.is_control());
+    if !special {
+        return w.to_string();
+    }
+    format!("'{}'", w.replace('\'', "'\\''"))
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the same clock in every process.
@@ -425,6 +481,7 @@ impl<'s> Interp<'s> {
                     Var {
                         value: Some(v),
                         exported: true,
+                        array: None,
                     },
                 )
             })
@@ -434,6 +491,7 @@ impl<'s> Interp<'s> {
             Var {
                 value: Some(cwd.display().to_string()),
                 exported: true,
+                array: None,
             },
         );
         vars.remove("OLDPWD");
@@ -443,6 +501,7 @@ impl<'s> Interp<'s> {
             Var {
                 value: Some(" \t\n".into()),
                 exported: false,
+                array: None,
             },
         );
         Some(Interp {
@@ -482,6 +541,9 @@ impl<'s> Interp<'s> {
             in_trap: false,
             trap_status: 0,
             exec_exit: false,
+            decl_arrays: Vec::new(),
+            subst_depth: 0,
+            dir_stack: Vec::new(),
         })
     }
 }
@@ -696,6 +758,30 @@ impl Interp<'_> {
     }
 
     fn exec_pipeline(&mut self, p: &Pipeline) -> R<i32> {
+        let Some(posix) = p.timed else {
+            return self.exec_pipeline_now(p);
+        };
+        let started = Instant::now();
+        let before = cpu_times();
+        let r = self.exec_pipeline_now(p);
+        let after = cpu_times();
+        let real = started.elapsed().as_secs_f64();
+        let (user, sys) = (after.0 - before.0, after.1 - before.1);
+        let text = if posix {
+            format!("real {real:.2}\nuser {user:.2}\nsys {sys:.2}\n")
+        } else {
+            let f = |t: f64| {
+                let t = t.max(0.0);
+                let m = (t / 60.0).floor();
+                format!("{}m{:.3}s", m as u64, t - m * 60.0)
+            };
+            format!("\nreal\t{}\nuser\t{}\nsys\t{}\n", f(real), f(user), f(sys))
+        };
+        write_fd(2, text.as_bytes());
+        r
+    }
+
+    fn exec_pipeline_now(&mut self, p: &Pipeline) -> R<i32> {
         let st = if p.stages.len() == 1 {
             match self.exec_command(&p.stages[0].command, false) {
                 Err(Unwind::Refused) => 126,
@@ -903,6 +989,37 @@ impl Interp<'_> {
                         }
                     }
                     Ok(last)
+                })();
+                me.loop_depth -= 1;
+                let st = r?;
+                me.status = st;
+                Ok(st)
+            }),
+            Command::ArithFor {
+                init,
+                condition,
+                step,
+                body,
+                redirects,
+                ..
+            } => self.with_redirects(redirects, |me| {
+                me.arith_step("", init)?;
+                let mut last = 0;
+                me.loop_depth += 1;
+                let r = (|| loop {
+                    let go = condition.parts.is_empty() || me.arith_step("", condition)? != 0;
+                    if !go {
+                        break Ok(last);
+                    }
+                    match me.exec_list(body) {
+                        Ok(s) => last = s,
+                        Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
+                        Err(Unwind::Break(_)) => break Ok(me.status),
+                        Err(Unwind::Continue(n)) if n > 1 => return Err(Unwind::Continue(n - 1)),
+                        Err(Unwind::Continue(_)) => last = me.status,
+                        Err(e) => return Err(e),
+                    }
+                    me.arith_step("", step)?;
                 })();
                 me.loop_depth -= 1;
                 let st = r?;
@@ -1225,8 +1342,180 @@ impl Interp<'_> {
         }
     }
 
+    /// One expression of `for ((...))`: its value (traced as bash does).
+    fn arith_step(&mut self, _what: &str, w: &Word) -> R<i64> {
+        let text = self.string(w, Tilde::None)?;
+        if self.opts.xtrace {
+            self.trace(&format!("(( {text} ))"));
+        }
+        self.expand_result(|sh| expand::arith_text(&text, sh))
+    }
+
+    /// `set -x`: a line on standard error, `+ ` (one `+` more in each
+    /// command substitution).
+    fn trace(&self, line: &str) {
+        let depth = self.subst_depth as usize + 1;
+        write_fd(2, format!("{} {line}\n", "+".repeat(depth)).as_bytes());
+    }
+
+    /// The elements of `NAME=(...)`: a word each is split and globbed as
+    /// an argument is; `[SUBSCRIPT]=value` is the subscript's text and
+    /// one string.
+    fn array_items(&mut self, lit: &ArrayLit) -> R<ArrayItems> {
+        let mut items = Vec::new();
+        for e in &lit.elems {
+            match &e.index {
+                Some(i) => {
+                    let k = self.string(i, Tilde::None)?;
+                    let v = self.string(&e.value, Tilde::Assignment)?;
+                    items.push((Some(k), v));
+                }
+                None => {
+                    for f in self.fields(&e.value)? {
+                        items.push((None, f));
+                    }
+                }
+            }
+            if items.len() > expand::MAX_ARRAY_ELEMENTS {
+                say(&format!(
+                    "an array holds at most {} elements",
+                    expand::MAX_ARRAY_ELEMENTS
+                ));
+                return Err(Unwind::Abort);
+            }
+        }
+        Ok(items)
+    }
+
+    /// `NAME=(...)` / `NAME+=(...)`: the array's new elements (an
+    /// associative one when `assoc`, or when NAME is one already).
+    fn set_array(
+        &mut self,
+        name: &str,
+        items: ArrayItems,
+        append: bool,
+        assoc: Option<bool>,
+    ) -> R<()> {
+        let assoc = assoc.unwrap_or_else(|| self.is_assoc(name));
+        let old = self.vars.get(name).cloned().unwrap_or_default();
+        let exported = old.exported;
+        let mut indexed = std::collections::BTreeMap::new();
+        let mut keyed = std::collections::BTreeMap::new();
+        if append {
+            match old.array {
+                Some(Array::Indexed(m)) => indexed = m,
+                Some(Array::Assoc(m)) => keyed = m,
+                None => {
+                    if let Some(v) = old.value {
+                        if assoc {
+                            keyed.insert("0".to_string(), v);
+                        } else {
+                            indexed.insert(0, v);
+                        }
+                    }
+                }
+            }
+        }
+        let mut next = indexed
+            .keys()
+            .next_back()
+            .map_or(0, |k| k.saturating_add(1));
+        for (k, v) in items {
+            match (k, assoc) {
+                (Some(k), true) => {
+                    keyed.insert(k, v);
+                }
+                (None, true) => {
+                    say(&format!(
+                        "{name}: {v}: must use subscript when assigning associative array"
+                    ));
+                }
+                (Some(k), false) => {
+                    let i = self.expand_result(|sh| expand::arith_text(&k, sh))?;
+                    let last = indexed.keys().next_back().copied();
+                    let Ok(i) = absolute_index(i, last) else {
+                        say(&format!("{name}[{i}]: bad array subscript"));
+                        return Err(Unwind::Abort);
+                    };
+                    indexed.insert(i, v);
+                    next = i.saturating_add(1);
+                }
+                (None, false) => {
+                    indexed.insert(next, v);
+                    next = next.saturating_add(1);
+                }
+            }
+            if indexed.len().max(keyed.len()) > expand::MAX_ARRAY_ELEMENTS {
+                say(&format!(
+                    "{name}: an array holds at most {} elements",
+                    expand::MAX_ARRAY_ELEMENTS
+                ));
+                return Err(Unwind::Abort);
+            }
+        }
+        self.vars.insert(
+            name.to_string(),
+            Var {
+                value: None,
+                exported,
+                array: Some(if assoc {
+                    Array::Assoc(keyed)
+                } else {
+                    Array::Indexed(indexed)
+                }),
+            },
+        );
+        Ok(())
+    }
+
+    /// An assignment of the shell's (no command): `NAME=value`,
+    /// `NAME[SUBSCRIPT]=value`, `NAME=(...)`, and their `+=` forms.
+    fn assign_now(&mut self, a: &Assignment) -> R<()> {
+        if let [Part::Array(lit)] = a.value.parts.as_slice() {
+            let items = self.array_items(lit)?;
+            if self.opts.xtrace {
+                let shown: Vec<String> = items
+                    .iter()
+                    .map(|(k, v)| match k {
+                        Some(k) => format!("[{k}]={}", xtrace_quote(v)),
+                        None => xtrace_quote(v),
+                    })
+                    .collect();
+                let op = if a.append { "+=" } else { "=" };
+                self.trace(&format!("{}{op}({})", a.name, shown.join(" ")));
+            }
+            return self.set_array(&a.name, items, a.append, None);
+        }
+        if let Some(iw) = &a.index {
+            let key = self.expand_result(|sh| expand::subscript(&a.name, iw, sh))?;
+            let mut v = self.string(&a.value, Tilde::Assignment)?;
+            if a.append {
+                let old = Shell::element(self, &a.name, &key).ok().flatten();
+                v = format!("{}{v}", old.unwrap_or_default());
+            }
+            if self.opts.xtrace {
+                self.trace(&format!("{}[{key}]={}", a.name, xtrace_quote(&v)));
+            }
+            if let Err(m) = self.put_element(&a.name, key, v) {
+                say(&m);
+                return Err(Unwind::Abort);
+            }
+            return Ok(());
+        }
+        let mut v = self.string(&a.value, Tilde::Assignment)?;
+        if a.append {
+            v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
+        }
+        if self.opts.xtrace {
+            self.trace(&format!("{}={}", a.name, xtrace_quote(&v)));
+        }
+        self.set_var(&a.name, v);
+        Ok(())
+    }
+
     fn exec_simple(&mut self, c: &SimpleCommand, tail: bool) -> R<i32> {
         self.subst_status = None;
+        self.decl_arrays.clear();
         // Words: `export NAME=$x` takes its assignments whole, as bash
         // does for declaration builtins.
         let declaration = c.words.first().is_some_and(|w| {
@@ -1247,6 +1536,26 @@ impl Interp<'_> {
             judged.1.push(c.offset);
         }
         for (i, w) in c.words.iter().enumerate().filter(|_| !cond) {
+            if declaration
+                && i > 0
+                && let (Some(Part::Lit(t)), Some(Part::Array(lit))) =
+                    (w.parts.first(), w.parts.last())
+            {
+                // `declare NAME=(...)`: the builtin takes NAME and the
+                // elements.
+                let (name, append) = match t.strip_suffix("+=") {
+                    Some(n) => (n, true),
+                    None => (t.trim_end_matches('='), false),
+                };
+                let items = self.array_items(lit)?;
+                let at = argv.len();
+                self.decl_arrays.push((at, items, append));
+                argv.push(name.to_string());
+                offsets.push(w.offset);
+                judged.0.push(name.to_string());
+                judged.1.push(w.offset);
+                continue;
+            }
             if declaration && i > 0 && is_assignment_word(w) {
                 argv.push(self.string(w, Tilde::Assignment)?);
                 offsets.push(w.offset);
@@ -1272,7 +1581,9 @@ impl Interp<'_> {
             // The static check screened the command string's; a script
             // file's are screened here.
             let screened = if argv.is_empty() {
-                let exported = self.vars.get(&a.name).is_some_and(|v| v.exported);
+                // `set -a` exports what is assigned: screened as an export.
+                let exported =
+                    self.opts.allexport || self.vars.get(&a.name).is_some_and(|v| v.exported);
                 verify::screen_bare_name(&self.policy, &a.name, a.offset, exported)
             } else if shell_only {
                 verify::screen_shell_name(&self.policy, &a.name, a.offset)
@@ -1282,11 +1593,39 @@ impl Interp<'_> {
             if let Err(d) = screened {
                 return Err(self.deny(d));
             }
+            if argv.is_empty() {
+                // The shell's own assignments take effect one by one, as
+                // in bash (`a=1 b=$a`).
+                self.assign_now(a)?;
+                continue;
+            }
             let mut v = self.string(&a.value, Tilde::Assignment)?;
             if a.append {
                 v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
             }
             assigns.push((a.name.clone(), v));
+        }
+        if self.opts.xtrace && !argv.is_empty() {
+            let mut line: Vec<String> = assigns
+                .iter()
+                .map(|(k, v)| format!("{k}={}", xtrace_quote(v)))
+                .collect();
+            if cond {
+                // As written (bash shows the operands expanded).
+                line.extend(
+                    c.words
+                        .iter()
+                        .map(|w| w.literal().unwrap_or_else(|| "...".into())),
+                );
+            } else if argv[0] == "((" {
+                line.push(format!(
+                    "(( {} ))",
+                    argv[1..argv.len() - 1].join(" ").trim()
+                ));
+            } else {
+                line.extend(argv.iter().map(|a| xtrace_quote(a)));
+            }
+            self.trace(&line.join(" "));
         }
         if argv.is_empty() {
             for (k, v) in assigns {
@@ -1429,7 +1768,7 @@ impl Interp<'_> {
         let mut env: Vec<(String, String)> = self
             .vars
             .iter()
-            .filter(|(_, v)| v.exported)
+            .filter(|(_, v)| v.exported && v.array.is_none())
             .filter_map(|(k, v)| Some((k.clone(), v.value.clone()?)))
             .collect();
         for (k, v) in assigns {
@@ -1987,9 +2326,12 @@ impl Interp<'_> {
             .iter()
             .map(|(k, _)| (k.clone(), self.vars.get(k).cloned()))
             .collect();
+        // Undone after the call: not exported by `set -a`.
+        let allexport = std::mem::take(&mut self.opts.allexport);
         for (k, v) in assigns {
             self.set_var(&k, v);
         }
+        self.opts.allexport = allexport;
         saved
     }
 
@@ -2015,13 +2357,22 @@ impl Interp<'_> {
             return Ok(1);
         }
         let mut st = 0;
+        let mut kind = None;
         for (i, a) in args.iter().enumerate() {
             let off = offsets.get(i + 1).copied().unwrap_or(c.offset);
+            let literal = self.decl_arrays.iter().any(|(at, _, _)| *at == i + 1);
             let (n, v) = match a.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (a.as_str(), None),
+                Some((n, v)) if !literal => (n.strip_suffix('+').unwrap_or(n), Some(v.to_string())),
+                _ => (a.as_str(), None),
             };
-            if n.starts_with('-') && v.is_none() {
+            if n.starts_with('-') && v.is_none() && !literal {
+                for f in n.chars() {
+                    match f {
+                        'a' => kind = Some(false),
+                        'A' => kind = Some(true),
+                        _ => {}
+                    }
+                }
                 continue;
             }
             if !crate::lex::is_identifier(n) {
@@ -2038,14 +2389,28 @@ impl Interp<'_> {
             {
                 scope.push((n.to_string(), old.clone()));
             }
+            if literal || kind.is_some() {
+                // A new local array (bash does not keep the outer value).
+                self.vars.insert(n.to_string(), Var::default());
+                st |= self.declare_one("local", i + 1, a, off, kind, false)?;
+                continue;
+            }
             match v {
-                Some(v) => self.set_var(n, v),
+                Some(v) => {
+                    let v = if a.contains("+=") {
+                        format!("{}{v}", self.var(n).unwrap_or_default())
+                    } else {
+                        v
+                    };
+                    self.set_var(n, v)
+                }
                 None => {
                     self.vars.insert(
                         n.to_string(),
                         Var {
                             value: None,
                             exported: false,
+                            array: None,
                         },
                     );
                 }
@@ -2138,6 +2503,7 @@ impl Interp<'_> {
                 Var {
                     value: Some(v),
                     exported: true,
+                    array: None,
                 },
             );
         }
@@ -2303,6 +2669,53 @@ impl Interp<'_> {
                         Some((n, v)) if argv[0] == "export" => (n, Some(v)),
                         _ => (a.as_str(), None),
                     };
+                    if argv[0] == "unset"
+                        && let Some((name, sub)) = a.split_once('[')
+                        && let Some(sub) = sub.strip_suffix(']')
+                        && crate::lex::is_identifier(name)
+                    {
+                        // `unset 'a[i]'`: one element (`a[@]`: all).
+                        let off = offsets.get(i + 1).copied().unwrap_or(c.offset);
+                        if let Err(d) = verify::screen_shell_name(&self.policy, name, off) {
+                            return Err(self.deny(d));
+                        }
+                        if sub == "@" || sub == "*" {
+                            self.vars.remove(name);
+                            continue;
+                        }
+                        let key = if self.is_assoc(name) {
+                            expand::Key::Name(sub.to_string())
+                        } else {
+                            expand::Key::Index(
+                                self.expand_result(|sh| expand::arith_text(sub, sh))?,
+                            )
+                        };
+                        let Some(var) = self.vars.get_mut(name) else {
+                            continue;
+                        };
+                        match (&mut var.array, key) {
+                            (Some(Array::Assoc(m)), k) => {
+                                m.remove(&k.to_string());
+                            }
+                            (Some(Array::Indexed(m)), expand::Key::Index(k)) => {
+                                let last = m.keys().next_back().copied();
+                                match absolute_index(k, last) {
+                                    Ok(k) => {
+                                        m.remove(&k);
+                                    }
+                                    Err(_) => {
+                                        say(&format!("unset: [{k}]: bad array subscript"));
+                                        st = 1;
+                                    }
+                                }
+                            }
+                            (None, expand::Key::Index(0)) => {
+                                self.vars.remove(name);
+                            }
+                            _ => {}
+                        }
+                        continue;
+                    }
                     if !crate::lex::is_identifier(n) {
                         say(&format!("{}: `{a}': not a valid identifier", argv[0]));
                         st = 1;
@@ -2324,6 +2737,7 @@ impl Interp<'_> {
                     let var = self.vars.entry(n.to_string()).or_insert(Var {
                         value: None,
                         exported: true,
+                        array: None,
                     });
                     var.exported = true;
                     if let Some(v) = v {
@@ -2332,13 +2746,21 @@ impl Interp<'_> {
                 }
                 st
             }
-            "set" => match options::parse_set(args) {
-                Ok(changes) => {
-                    self.opts.apply(&changes);
-                    0
+            "set" => {
+                let (opts, positional) = options::split_set(args);
+                if !opts.is_empty() || positional.is_none() {
+                    match options::parse_set(opts) {
+                        Ok(changes) => self.opts.apply(&changes),
+                        Err((i, d)) => return Err(deny_at(self, d, i + 1)),
+                    }
                 }
-                Err((i, d)) => return Err(deny_at(self, d, i + 1)),
-            },
+                if let Some(p) = positional {
+                    // `set -- ARGS`: the new positional parameters.
+                    self.positional.truncate(1);
+                    self.positional.extend(p.iter().cloned());
+                }
+                0
+            }
             "exit" => {
                 let code = match args.first() {
                     // In a trap: the status before the trap, as in bash.
@@ -2416,12 +2838,78 @@ fn is_assignment_word(w: &Word) -> bool {
 
 impl Shell for Interp<'_> {
     fn var(&self, name: &str) -> Option<String> {
-        self.vars.get(name).and_then(|v| v.value.clone())
+        self.vars.get(name).and_then(Var::scalar)
+    }
+
+    fn is_assoc(&self, name: &str) -> bool {
+        self.vars
+            .get(name)
+            .is_some_and(|v| matches!(v.array, Some(Array::Assoc(_))))
+    }
+
+    fn element(
+        &self,
+        name: &str,
+        key: &expand::Key,
+    ) -> Result<Option<String>, expand::BadSubscript> {
+        let Some(v) = self.vars.get(name) else {
+            return Ok(None);
+        };
+        match (&v.array, key) {
+            (Some(Array::Assoc(m)), k) => Ok(m.get(&k.to_string()).cloned()),
+            (_, &expand::Key::Index(i)) => match &v.array {
+                Some(Array::Indexed(m)) => {
+                    let last = m.keys().next_back().copied();
+                    Ok(m.get(&absolute_index(i, last)?).cloned())
+                }
+                _ => {
+                    let last = v.value.is_some().then_some(0);
+                    Ok(match absolute_index(i, last)? {
+                        0 => v.value.clone(),
+                        _ => None,
+                    })
+                }
+            },
+            (_, expand::Key::Name(_)) => Ok(None),
+        }
+    }
+
+    fn elements(&self, name: &str) -> Option<Vec<(expand::Key, String)>> {
+        let v = self.vars.get(name)?;
+        match &v.array {
+            Some(Array::Indexed(m)) => Some(
+                m.iter()
+                    .map(|(k, v)| (expand::Key::Index(*k), v.clone()))
+                    .collect(),
+            ),
+            Some(Array::Assoc(m)) => Some(
+                m.iter()
+                    .map(|(k, v)| (expand::Key::Name(k.clone()), v.clone()))
+                    .collect(),
+            ),
+            None => v.value.clone().map(|s| vec![(expand::Key::Index(0), s)]),
+        }
+    }
+
+    fn set_element(
+        &mut self,
+        name: &str,
+        key: expand::Key,
+        value: String,
+    ) -> Result<(), ExpandError> {
+        let exported = self.opts.allexport || self.vars.get(name).is_some_and(|v| v.exported);
+        verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
+        self.put_element(name, key, value)
+            .map_err(ExpandError::Arith)
+    }
+
+    fn warn(&mut self, msg: &str) {
+        say(msg);
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
         // `${NAME:=value}` assigns as a bare assignment does.
-        let exported = self.vars.get(name).is_some_and(|v| v.exported);
+        let exported = self.opts.allexport || self.vars.get(name).is_some_and(|v| v.exported);
         verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
         Interp::set_var(self, name, value);
         Ok(())
@@ -2467,6 +2955,7 @@ impl Shell for Interp<'_> {
             close(w);
             // bash does not pass -e into command substitutions.
             self.opts.errexit = false;
+            self.subst_depth += 1;
             self.stderr_to_pipe = false;
             let res = self.exec_list(body);
             self.child_exit(res);
@@ -2500,20 +2989,92 @@ impl Shell for Interp<'_> {
     }
 }
 
+/// A negative index counts back from past the last index.
+fn absolute_index(i: i64, last: Option<i64>) -> Result<i64, expand::BadSubscript> {
+    if i >= 0 {
+        return Ok(i);
+    }
+    // last + 1 + i, without overflow: i + 1 is at most 0.
+    match last.map(|l| l + (i + 1)) {
+        Some(a) if a >= 0 => Ok(a),
+        _ => Err(expand::BadSubscript),
+    }
+}
+
+/// The elements of `NAME=(...)` before they are stored: a subscript's
+/// text (None: the next index) and the value.
+type ArrayItems = Vec<(Option<String>, String)>;
+
 impl Interp<'_> {
     fn var(&self, name: &str) -> Option<String> {
         Shell::var(self, name)
     }
 
+    /// Sets one element (the name screened already); the message of
+    /// bash's error otherwise.
+    fn put_element(&mut self, name: &str, key: expand::Key, value: String) -> Result<(), String> {
+        let var = self.vars.entry(name.to_string()).or_default();
+        if var.array.is_none() {
+            let mut m = std::collections::BTreeMap::new();
+            if let Some(v) = var.value.take() {
+                m.insert(0, v);
+            }
+            var.array = Some(Array::Indexed(m));
+        }
+        let full = || {
+            format!(
+                "{name}: an array holds at most {} elements",
+                expand::MAX_ARRAY_ELEMENTS
+            )
+        };
+        match (var.array.as_mut(), key) {
+            (Some(Array::Assoc(m)), k) => {
+                let k = k.to_string();
+                if !m.contains_key(&k) && m.len() >= expand::MAX_ARRAY_ELEMENTS {
+                    return Err(full());
+                }
+                m.insert(k, value);
+            }
+            (Some(Array::Indexed(m)), expand::Key::Index(i)) => {
+                let last = m.keys().next_back().copied();
+                let Ok(i) = absolute_index(i, last) else {
+                    return Err(format!("{name}[{i}]: bad array subscript"));
+                };
+                if !m.contains_key(&i) && m.len() >= expand::MAX_ARRAY_ELEMENTS {
+                    return Err(full());
+                }
+                m.insert(i, value);
+            }
+            (_, k) => return Err(format!("{name}[{k}]: bad array subscript")),
+        }
+        Ok(())
+    }
+
     fn set_var(&mut self, name: &str, value: String) {
+        // `set -a`: what is assigned is exported (every caller screened
+        // the name as an export then).
+        if self.opts.allexport
+            && let Some(v) = self.vars.get_mut(name)
+        {
+            v.exported = true;
+        }
         match self.vars.get_mut(name) {
+            Some(Var { array: Some(a), .. }) => match a {
+                Array::Indexed(m) => {
+                    m.insert(0, value);
+                }
+                Array::Assoc(m) => {
+                    m.insert("0".into(), value);
+                }
+            },
             Some(v) => v.value = Some(value),
             None => {
                 self.vars.insert(
                     name.to_string(),
                     Var {
                         value: Some(value),
-                        exported: false,
+                        exported: self.opts.allexport,
+                        array: None,
                     },
                 );
             }

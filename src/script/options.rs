@@ -12,6 +12,14 @@ pub struct Options {
     /// `set -f`: no pathname expansion.
     #[serde(default)]
     pub noglob: bool,
+    /// `set -x`: each command is printed on standard error, after
+    /// expansion, before it runs.
+    #[serde(default)]
+    pub xtrace: bool,
+    /// `set -a`: every variable assigned is exported (and screened as an
+    /// exported name is).
+    #[serde(default)]
+    pub allexport: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +28,8 @@ pub enum Opt {
     Nounset,
     Pipefail,
     Noglob,
+    Xtrace,
+    Allexport,
 }
 
 impl Options {
@@ -30,6 +40,8 @@ impl Options {
                 Opt::Nounset => self.nounset = on,
                 Opt::Pipefail => self.pipefail = on,
                 Opt::Noglob => self.noglob = on,
+                Opt::Xtrace => self.xtrace = on,
+                Opt::Allexport => self.allexport = on,
             }
         }
     }
@@ -39,7 +51,7 @@ fn refuse(what: String) -> Denial {
     Denial::new(
         "syntax.unsupported",
         format!("`set {what}` is not supported"),
-        "agent-rsh supports set -e, set -u, set -f and set -o pipefail (and their + forms)",
+        "agent-rsh supports set -e, -u, -f, -x, -a, set -o pipefail and set -- ARGS (and the + forms)",
     )
 }
 
@@ -49,7 +61,18 @@ fn long(name: &str) -> Option<Opt> {
         "nounset" => Some(Opt::Nounset),
         "pipefail" => Some(Opt::Pipefail),
         "noglob" => Some(Opt::Noglob),
+        "xtrace" => Some(Opt::Xtrace),
+        "allexport" => Some(Opt::Allexport),
         _ => None,
+    }
+}
+
+/// `set [OPTIONS] -- [ARGS]`: the options, and the new positional
+/// parameters when `--` is there.
+pub fn split_set(args: &[String]) -> (&[String], Option<&[String]>) {
+    match args.iter().position(|a| a == "--") {
+        Some(k) => (&args[..k], Some(&args[k + 1..])),
+        None => (args, None),
     }
 }
 
@@ -78,6 +101,8 @@ pub fn parse_set(args: &[String]) -> Result<Vec<(Opt, bool)>, (usize, Denial)> {
                 'e' => out.push((Opt::Errexit, on)),
                 'u' => out.push((Opt::Nounset, on)),
                 'f' => out.push((Opt::Noglob, on)),
+                'x' => out.push((Opt::Xtrace, on)),
+                'a' => out.push((Opt::Allexport, on)),
                 'o' => wants_long += 1,
                 _ => return Err((i, refuse(a.clone()))),
             }
@@ -117,6 +142,8 @@ mod tests {
             nounset: true,
             pipefail: true,
             noglob: false,
+            xtrace: false,
+            allexport: false,
         };
         assert_eq!(s(&["-euo", "pipefail"]), Ok(all));
         assert_eq!(s(&["-e", "-u", "-o", "pipefail"]), Ok(all));
@@ -125,7 +152,9 @@ mod tests {
             Ok(all)
         );
         assert_eq!(s(&["-e", "+e"]), Ok(Options::default()));
-        assert_eq!(s(&["-x"]), Err(0));
+        assert_eq!(s(&["-k"]), Err(0));
+        assert!(s(&["-a"]).unwrap().allexport);
+        assert!(s(&["-x"]).unwrap().xtrace);
         assert!(s(&["-ef"]).unwrap().noglob);
         assert!(!s(&["-o", "noglob", "+f"]).unwrap().noglob);
         assert_eq!(s(&["-e", "--", "a"]), Err(1));

@@ -813,7 +813,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                     offset: at,
                     name: self.src[i + 1..j].to_string(),
                     op: ParamOp::Plain,
+                    index: None,
                     arg: None,
+                    rep: None,
                     quoted,
                 })));
                 self.pos = j;
@@ -824,7 +826,9 @@ impl<'a, 'r> Parser<'a, 'r> {
                     offset: at,
                     name: (c as char).to_string(),
                     op: ParamOp::Plain,
+                    index: None,
                     arg: None,
+                    rep: None,
                     quoted,
                 })));
                 self.pos = i + 2;
@@ -847,6 +851,13 @@ impl<'a, 'r> Parser<'a, 'r> {
     /// opening parentheses through the closing `))`: a word whose parts
     /// are all quoted (expansions inside are as in double quotes).
     fn read_arith_body(&mut self, at: usize) -> Result<Word, LexError> {
+        Ok(self.read_arith_parts(at, false)?.pop().unwrap_or_default())
+    }
+
+    /// The expression(s) of `((...))`: with `semis`, the expressions
+    /// separated by `;` at the top level (`for ((a; b; c))`).
+    fn read_arith_parts(&mut self, at: usize, semis: bool) -> Result<Vec<Word>, LexError> {
+        let mut done = Vec::new();
         let mut parts = Vec::new();
         let mut depth = 0usize;
         while self
@@ -855,7 +866,7 @@ impl<'a, 'r> Parser<'a, 'r> {
         {
             self.pos += 1;
         }
-        let start = self.pos;
+        let mut start = self.pos;
         let mut end = start;
         loop {
             let i = self.pos;
@@ -889,6 +900,23 @@ impl<'a, 'r> Parser<'a, 'r> {
                     depth -= 1;
                     push_quoted(&mut parts, ")");
                     self.pos += 1;
+                }
+                b';' if semis && depth == 0 => {
+                    done.push(Word {
+                        offset: self.at(start),
+                        end: self.at(end),
+                        parts: std::mem::take(&mut parts),
+                    });
+                    self.pos += 1;
+                    while self
+                        .byte(self.pos)
+                        .is_some_and(|c| matches!(c, b' ' | b'\t'))
+                    {
+                        self.pos += 1;
+                    }
+                    start = self.pos;
+                    end = start;
+                    continue;
                 }
                 b'"' => {
                     self.pos += 1;
@@ -931,11 +959,12 @@ impl<'a, 'r> Parser<'a, 'r> {
                 end = self.pos;
             }
         }
-        Ok(Word {
+        done.push(Word {
             offset: self.at(start),
             end: self.at(end),
             parts,
-        })
+        });
+        Ok(done)
     }
 
     /// The operand of `=~` inside `[[ ]]`: parentheses and `|` are part of
@@ -1055,6 +1084,9 @@ impl<'a, 'r> Parser<'a, 'r> {
         let i = self.pos;
         let mut op = ParamOp::Plain;
         let mut j = i;
+        if self.byte(j) == Some(b'!') && self.byte(j + 1).is_some_and(is_name_start) {
+            return self.read_bang_param(at, quoted);
+        }
         if self.byte(j) == Some(b'#') && self.byte(j + 1).is_some_and(|c| c != b'}') {
             op = ParamOp::Length;
             j += 1;
@@ -1096,13 +1128,21 @@ impl<'a, 'r> Parser<'a, 'r> {
             }
         }
         let name = self.src[name_start..j].to_string();
+        let mut index = None;
+        if self.byte(j) == Some(b'[') && self.byte(name_start).is_some_and(is_name_start) {
+            self.pos = j + 1;
+            index = Some(self.read_subscript(at)?);
+            j = self.pos;
+        }
         if self.byte(j) == Some(b'}') {
             self.pos = j + 1;
             return Ok(Param {
                 offset: at,
                 name,
                 op,
+                index,
                 arg: None,
+                rep: None,
                 quoted,
             });
         }
@@ -1124,6 +1164,64 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
         let colon = self.byte(j) == Some(b':');
         let k = if colon { j + 1 } else { j };
+        if colon && !matches!(self.byte(k), Some(b'-' | b'=' | b'+' | b'?')) {
+            // `${x:offset}`, `${x:offset:length}`.
+            self.pos = k;
+            let (arg, stop) = self.read_operand(at, ParamOp::Substring, quoted, b":")?;
+            let rep = match stop {
+                Some(_) => Some(self.read_operand(at, ParamOp::Substring, quoted, b"")?.0),
+                None => None,
+            };
+            return Ok(Param {
+                offset: at,
+                name,
+                op: ParamOp::Substring,
+                index,
+                arg: Some(arg),
+                rep,
+                quoted,
+            });
+        }
+        if !colon && self.byte(j) == Some(b'/') {
+            let (mode, len) = match self.byte(j + 1) {
+                Some(b'/') => (ReplaceMode::All, 2),
+                Some(b'#') => (ReplaceMode::Prefix, 2),
+                Some(b'%') => (ReplaceMode::Suffix, 2),
+                _ => (ReplaceMode::First, 1),
+            };
+            let op = ParamOp::Replace { mode };
+            self.pos = j + len;
+            let (arg, stop) = self.read_operand(at, op, quoted, b"/")?;
+            let rep = match stop {
+                Some(_) => Some(self.read_replacement(at, quoted)?),
+                None => None,
+            };
+            return Ok(Param {
+                offset: at,
+                name,
+                op,
+                index,
+                arg: Some(arg),
+                rep,
+                quoted,
+            });
+        }
+        if !colon && matches!(self.byte(j), Some(b'^' | b',')) {
+            let upper = self.byte(j) == Some(b'^');
+            let all = self.byte(j + 1) == self.byte(j);
+            let op = ParamOp::Case { upper, all };
+            self.pos = j + 1 + usize::from(all);
+            let arg = self.read_operand(at, op, quoted, b"")?.0;
+            return Ok(Param {
+                offset: at,
+                name,
+                op,
+                index,
+                arg: (!arg.parts.is_empty()).then_some(arg),
+                rep: None,
+                quoted,
+            });
+        }
         let (op, len) = match (self.byte(k), self.byte(k + 1)) {
             (Some(b'-'), _) => (ParamOp::Default { colon }, 1),
             (Some(b'='), _) => (ParamOp::Assign { colon }, 1),
@@ -1133,18 +1231,18 @@ impl<'a, 'r> Parser<'a, 'r> {
             (Some(b'#'), _) if !colon => (ParamOp::TrimPrefix { longest: false }, 1),
             (Some(b'%'), Some(b'%')) if !colon => (ParamOp::TrimSuffix { longest: true }, 2),
             (Some(b'%'), _) if !colon => (ParamOp::TrimSuffix { longest: false }, 1),
-            (Some(b'['), _) => {
+            (Some(b'@'), _) if !colon => {
                 return Err(unsupported(
                     at,
-                    "arrays",
-                    "use plain variables, or a file with one item per line",
+                    "`${NAME@...}` (parameter transformation)",
+                    "use printf '%q' to quote a value, or the value itself",
                 ));
             }
             _ => {
                 return Err(unsupported(
                     at,
                     "this form of ${...}",
-                    "use $NAME, ${NAME}, ${NAME:-word}, ${NAME:=word}, ${NAME:+word}, ${NAME:?word}, ${#NAME}, ${NAME#pattern} or ${NAME%pattern}",
+                    "use $NAME, ${NAME}, ${NAME:-word}, ${NAME:=word}, ${NAME:+word}, ${NAME:?word}, ${#NAME}, ${NAME#pattern}, ${NAME%pattern}, ${NAME/pattern/string}, ${NAME:offset:length} or ${NAME^^}",
                 ));
             }
         };
@@ -1154,9 +1252,172 @@ impl<'a, 'r> Parser<'a, 'r> {
             offset: at,
             name,
             op,
+            index,
             arg: Some(arg),
+            rep: None,
             quoted,
         })
+    }
+
+    /// `${!NAME}` (indirection) and `${!NAME[@]}` / `${!NAME[*]}` (the
+    /// indices of an array), after `${`.
+    fn read_bang_param(&mut self, at: usize, quoted: bool) -> Result<Param, LexError> {
+        let start = self.pos + 1;
+        let mut j = start;
+        while self.byte(j).is_some_and(is_name_char) {
+            j += 1;
+        }
+        let name = self.src[start..j].to_string();
+        let rest = &self.src[j..];
+        let (op, index, len) = if rest.starts_with("[@]}") {
+            (ParamOp::Keys, Some(Subscript::All), 4)
+        } else if rest.starts_with("[*]}") {
+            (ParamOp::Keys, Some(Subscript::Star), 4)
+        } else if rest.starts_with('}') {
+            (ParamOp::Indirect, None, 1)
+        } else if self.byte(j).is_none() {
+            return Err(err(
+                "lex.unterminated",
+                at,
+                "${ is never closed".into(),
+                "close it with a matching }",
+            ));
+        } else {
+            return Err(unsupported(
+                at,
+                "this form of `${!...}`",
+                "use ${!NAME} (the variable NAME names) or ${!NAME[@]} (an array's indices)",
+            ));
+        };
+        self.pos = j + len;
+        Ok(Param {
+            offset: at,
+            name,
+            op,
+            index,
+            arg: None,
+            rep: None,
+            quoted,
+        })
+    }
+
+    /// The subscript of `NAME[...]`, after the `[`, through the matching
+    /// `]`: `@`, `*`, or an expression (its text after expansion and
+    /// quote removal: an index, evaluated as arithmetic, or a key).
+    fn read_subscript(&mut self, at: usize) -> Result<Subscript, LexError> {
+        let i = self.pos;
+        if self.byte(i + 1) == Some(b']') {
+            match self.byte(i) {
+                Some(b'@') => {
+                    self.pos = i + 2;
+                    return Ok(Subscript::All);
+                }
+                Some(b'*') => {
+                    self.pos = i + 2;
+                    return Ok(Subscript::Star);
+                }
+                _ => {}
+            }
+        }
+        let start = i;
+        let mut parts = Vec::new();
+        let mut depth = 0usize;
+        loop {
+            let i = self.pos;
+            let Some(c) = self.byte(i) else {
+                return Err(err(
+                    "lex.unterminated",
+                    at,
+                    "an array subscript `[` is never closed".into(),
+                    "close it with a matching ]",
+                ));
+            };
+            match c {
+                b'[' => {
+                    depth += 1;
+                    push_quoted(&mut parts, "[");
+                    self.pos += 1;
+                }
+                b']' if depth == 0 => {
+                    self.pos += 1;
+                    break;
+                }
+                b']' => {
+                    depth -= 1;
+                    push_quoted(&mut parts, "]");
+                    self.pos += 1;
+                }
+                b'"' => {
+                    self.pos += 1;
+                    let before = parts.len();
+                    self.read_quoted(&mut parts, Quoting::Double, i)?;
+                    if parts.len() == before {
+                        parts.push(Part::Quoted(String::new()));
+                    }
+                }
+                b'\\' if self.byte(i + 1) == Some(b'\n') => self.pos += 2,
+                b'\\' if self.byte(i + 1).is_some() => {
+                    let s = self.char_str(i + 1);
+                    push_quoted(&mut parts, s);
+                    self.pos = i + 1 + s.len();
+                }
+                b'\'' => {
+                    let Some(len) = self.src[i + 1..].find('\'') else {
+                        return Err(err(
+                            "lex.unterminated",
+                            self.at(i),
+                            "single quote is never closed".into(),
+                            "close the quote with a matching '",
+                        ));
+                    };
+                    let text = &self.src[i + 1..i + 1 + len];
+                    push_quoted(&mut parts, text);
+                    self.pos = i + len + 2;
+                }
+                b'$' => self.read_dollar(&mut parts, true)?,
+                b'`' => self.read_backquote(&mut parts, true)?,
+                _ => {
+                    let s = self.char_str(i);
+                    push_quoted(&mut parts, s);
+                    self.pos += s.len();
+                }
+            }
+        }
+        if parts.is_empty() {
+            return Err(err(
+                SYNTAX,
+                at,
+                "bad substitution: an empty array subscript".into(),
+                "write NAME[INDEX], NAME[@] or NAME[*]",
+            ));
+        }
+        Ok(Subscript::Expr(Word {
+            offset: self.at(start),
+            end: self.at(self.pos - 1),
+            parts,
+        }))
+    }
+
+    /// An operand of `${NAME:offset:length}` or `${NAME/pattern/...}`, up
+    /// to one of `stops` (consumed: returned) or the closing `}`.
+    fn read_operand(
+        &mut self,
+        at: usize,
+        op: ParamOp,
+        quoted: bool,
+        stops: &[u8],
+    ) -> Result<(Word, Option<u8>), LexError> {
+        self.operand_until(at, op, quoted, stops, false)
+    }
+
+    /// The replacement of `${NAME/pattern/string}`: an unquoted `&` in
+    /// it stands for the matched text (bash's `patsub_replacement`), kept
+    /// as an unquoted part; `\&` is a quoted one.
+    fn read_replacement(&mut self, at: usize, quoted: bool) -> Result<Word, LexError> {
+        let op = ParamOp::Replace {
+            mode: ReplaceMode::First,
+        };
+        Ok(self.operand_until(at, op, quoted, b"", true)?.0)
     }
 
     /// The operand of `${NAME op word}`, up to the matching `}`.
@@ -1166,9 +1427,30 @@ impl<'a, 'r> Parser<'a, 'r> {
         op: ParamOp,
         quoted: bool,
     ) -> Result<Word, LexError> {
+        Ok(self.operand_until(at, op, quoted, b"", false)?.0)
+    }
+
+    /// An operand up to the closing `}` or an unquoted byte of `stops`
+    /// (consumed and returned). In the replacement of `${x/p/r}` an
+    /// unescaped `&` is kept as an unquoted part.
+    fn operand_until(
+        &mut self,
+        at: usize,
+        op: ParamOp,
+        quoted: bool,
+        stops: &[u8],
+        replacement: bool,
+    ) -> Result<(Word, Option<u8>), LexError> {
         let start = self.pos;
         let mut parts = Vec::new();
-        let trim = matches!(op, ParamOp::TrimPrefix { .. } | ParamOp::TrimSuffix { .. });
+        let mut stopped = None;
+        let trim = matches!(
+            op,
+            ParamOp::TrimPrefix { .. }
+                | ParamOp::TrimSuffix { .. }
+                | ParamOp::Replace { .. }
+                | ParamOp::Case { .. }
+        ) && !replacement;
         loop {
             let i = self.pos;
             let Some(c) = self.byte(i) else {
@@ -1199,6 +1481,23 @@ impl<'a, 'r> Parser<'a, 'r> {
                 b'}' => {
                     self.pos += 1;
                     break;
+                }
+                _ if stops.contains(&c) => {
+                    self.pos += 1;
+                    stopped = Some(c);
+                    break;
+                }
+                b'&' if replacement => {
+                    push_lit(&mut parts, "&");
+                    self.pos += 1;
+                }
+                b'\\' if replacement && self.byte(i + 1) == Some(b'&') => {
+                    push_quoted(&mut parts, "&");
+                    self.pos += 2;
+                }
+                b'\\' if stops.contains(&b'/') && self.byte(i + 1) == Some(b'/') => {
+                    push_quoted(&mut parts, "/");
+                    self.pos += 2;
                 }
                 b'\'' if quoted && !trim => {
                     // bash's parser still pairs single quotes here (to find
@@ -1274,11 +1573,14 @@ impl<'a, 'r> Parser<'a, 'r> {
                 _ => self.read_unquoted_unit(&mut parts, Some(op))?,
             }
         }
-        Ok(Word {
-            offset: self.at(start),
-            end: self.at(self.pos - 1),
-            parts,
-        })
+        Ok((
+            Word {
+                offset: self.at(start),
+                end: self.at(self.pos - 1),
+                parts,
+            },
+            stopped,
+        ))
     }
 
     /// `$'...'` after the opening quote.
@@ -1609,16 +1911,34 @@ impl<'a, 'r> Parser<'a, 'r> {
     fn parse_pipeline(&mut self) -> Result<Pipeline, LexError> {
         let offset = self.peek()?.at;
         let mut negated = false;
+        let mut timed = None;
         loop {
             if self.peek_bare("!")? {
                 self.next()?;
                 negated = !negated;
-            } else if self.peek_bare("time")? {
-                return Err(unsupported(
-                    self.peek()?.at,
-                    "`time`",
-                    "the RunResult reports each command's duration (durationMs)",
-                ));
+            } else if timed.is_none() && self.peek_bare("time")? {
+                let at = self.next()?.at;
+                timed = Some(false);
+                if self.peek_bare("-p")? {
+                    self.next()?;
+                    timed = Some(true);
+                }
+                if self.peek_bare("--")? {
+                    self.next()?;
+                }
+                let ends = match &self.peek()?.kind {
+                    TokKind::Eof | TokKind::Newline => true,
+                    TokKind::Op(op) => !op.is_redirect() && *op != Op::LParen,
+                    TokKind::Word(w) => TERMINATORS.iter().any(|t| w.is_bare(t)),
+                    TokKind::IoNumber(_) => false,
+                };
+                if ends {
+                    return Err(unsupported(
+                        at,
+                        "`time` without a command",
+                        "write `time COMMAND`",
+                    ));
+                }
             } else {
                 break;
             }
@@ -1647,6 +1967,7 @@ impl<'a, 'r> Parser<'a, 'r> {
         Ok(Pipeline {
             offset,
             negated,
+            timed,
             stages,
         })
     }
@@ -1871,13 +2192,8 @@ impl<'a, 'r> Parser<'a, 'r> {
                     ));
                 }
             },
-            TokKind::Op(Op::LParen) => {
-                return Err(err(
-                    "syntax.arithmetic",
-                    at,
-                    "arithmetic for loops are not supported".into(),
-                    "loop over a list: `for i in 1 2 3` or `for i in {1..10}`, or count with `while (( i < 10 )); do ...; (( i++ )); done`",
-                ));
+            TokKind::Op(Op::LParen) if self.byte(self.pos) == Some(b'(') => {
+                return self.parse_arith_for(at);
             }
             _ => {
                 self.peeked = Some(name_tok);
@@ -1920,6 +2236,49 @@ impl<'a, 'r> Parser<'a, 'r> {
             offset: at,
             name,
             words,
+            body,
+            redirects: self.parse_redirects()?,
+        })
+    }
+
+    /// `for (( init; condition; step ))`, after `for (`: the expressions,
+    /// then `do ... done` or `{ ...; }`.
+    fn parse_arith_for(&mut self, at: usize) -> Result<Command, LexError> {
+        self.pos += 1;
+        let mut exprs = self.read_arith_parts(at, true)?;
+        if exprs.len() != 3 {
+            return Err(err(
+                SYNTAX,
+                at,
+                "syntax error: `for ((...))` takes three expressions separated by `;`".into(),
+                "write `for (( i = 0; i < n; i++ )); do ...; done`",
+            ));
+        }
+        let step = exprs.pop().unwrap_or_default();
+        let condition = exprs.pop().unwrap_or_default();
+        let init = exprs.pop().unwrap_or_default();
+        if self.peek_op()? == Some(Op::Semi) {
+            self.next()?;
+        }
+        self.skip_newlines()?;
+        let body = if self.peek_bare("do")? {
+            self.next()?;
+            let body = self.parse_body(&["done"])?;
+            self.next()?;
+            body
+        } else if self.peek_bare("{")? {
+            self.next()?;
+            let body = self.parse_body(&["}"])?;
+            self.next()?;
+            body
+        } else {
+            return Err(self.unexpected());
+        };
+        Ok(Command::ArithFor {
+            offset: at,
+            init,
+            condition,
+            step,
             body,
             redirects: self.parse_redirects()?,
         })
@@ -2205,6 +2564,23 @@ impl<'a, 'r> Parser<'a, 'r> {
                             return Ok(cmd);
                         }
                     }
+                    let mut w = w;
+                    // `declare NAME=(...)`, `local NAME=(...)`: an array
+                    // in a declaration builtin's argument, as bash reads it.
+                    if cmd.words.first().is_some_and(|d| {
+                        ["declare", "typeset", "local", "export", "readonly"]
+                            .iter()
+                            .any(|n| d.is_bare(n))
+                    }) && let [Part::Lit(t)] = w.parts.as_slice()
+                        && (t.ends_with('=') && lex::is_identifier(&t[..t.len() - 1])
+                            || t.ends_with("+=") && lex::is_identifier(&t[..t.len() - 2]))
+                        && self.peek_op()? == Some(Op::LParen)
+                        && self.peek()?.at == w.end
+                    {
+                        let lit = self.array_literal()?;
+                        w.parts.push(Part::Array(Box::new(lit)));
+                        w.end = self.at(self.pos);
+                    }
                     cmd.words.push(w);
                 }
                 _ => break,
@@ -2213,12 +2589,25 @@ impl<'a, 'r> Parser<'a, 'r> {
         if cmd.words.is_empty() && cmd.assignments.is_empty() && cmd.redirects.is_empty() {
             return Err(self.unexpected());
         }
+        if !cmd.words.is_empty()
+            && let Some(a) = cmd
+                .assignments
+                .iter()
+                .find(|a| a.index.is_some() || matches!(a.value.parts.as_slice(), [Part::Array(_)]))
+        {
+            return Err(unsupported(
+                a.offset,
+                "an array assignment before a command",
+                "assign the array on its own line, then run the command",
+            ));
+        }
         cmd.id = self.next_id;
         self.next_id += 1;
         Ok(cmd)
     }
 
-    /// `NAME=value` / `NAME+=value` in assignment position.
+    /// `NAME=value` / `NAME+=value` / `NAME[SUBSCRIPT]=value` in
+    /// assignment position; `NAME=(...)` reads the array's elements.
     fn assignment(&mut self, w: &Word) -> Result<Option<Assignment>, LexError> {
         let Some(Part::Lit(first)) = w.parts.first() else {
             return Ok(None);
@@ -2232,20 +2621,29 @@ impl<'a, 'r> Parser<'a, 'r> {
             return Ok(None);
         }
         let rest = &first[name_end..];
+        if rest.starts_with('[') {
+            return match split_subscript(w, name_end + 1) {
+                Some((index, append, value)) => Ok(Some(Assignment {
+                    offset: w.offset,
+                    name: name.to_string(),
+                    append,
+                    index: Some(index),
+                    value,
+                })),
+                // bash reads `NAME[...]` here as an array subscript, across
+                // spaces and lines, up to the matching `]`.
+                None => Err(unsupported(
+                    w.offset,
+                    "an array subscript (`NAME[...]`) without `=` where a command or an assignment starts",
+                    "assign an element with NAME[INDEX]=value; quote the word if it is a command name",
+                )),
+            };
+        }
         let (append, value_start) = if rest.starts_with("+=") {
             (true, name_end + 2)
         } else if rest.starts_with('=') {
             (false, name_end + 1)
         } else {
-            // bash reads `NAME[...]` here as an array subscript, across
-            // spaces and lines, up to the matching `]`.
-            if rest.starts_with('[') {
-                return Err(unsupported(
-                    w.offset,
-                    "an array subscript (`NAME[...]`) where a command or an assignment starts",
-                    "use plain variables; quote the word if it is a command name",
-                ));
-            }
             return Ok(None);
         };
         let mut parts = Vec::new();
@@ -2258,16 +2656,14 @@ impl<'a, 'r> Parser<'a, 'r> {
             && self.peek_op()? == Some(Op::LParen)
             && self.peek()?.at == w.offset + first.len()
         {
-            return Err(unsupported(
-                w.offset,
-                "array assignment",
-                "use plain variables, or a file with one item per line",
-            ));
+            let lit = self.array_literal()?;
+            parts.push(Part::Array(Box::new(lit)));
         }
         Ok(Some(Assignment {
             offset: w.offset,
             name: name.to_string(),
             append,
+            index: None,
             value: Word {
                 offset: w.offset + value_start,
                 end: w.end,
@@ -2275,6 +2671,118 @@ impl<'a, 'r> Parser<'a, 'r> {
             },
         }))
     }
+
+    /// `( word... )` after `NAME=`, the `(` peeked: the elements, across
+    /// lines; `[SUBSCRIPT]=value` sets one index (or key).
+    fn array_literal(&mut self) -> Result<ArrayLit, LexError> {
+        let open = self.next()?;
+        let mut elems = Vec::new();
+        loop {
+            self.skip_newlines()?;
+            let tok = self.next()?;
+            match tok.kind {
+                TokKind::Op(Op::RParen) => break,
+                TokKind::Word(w) => {
+                    let indexed =
+                        matches!(w.parts.first(), Some(Part::Lit(t)) if t.starts_with('['));
+                    match indexed.then(|| split_subscript(&w, 1)).flatten() {
+                        Some((index, false, value)) => elems.push(ArrayElem {
+                            index: Some(index),
+                            value,
+                        }),
+                        Some((_, true, _)) => {
+                            return Err(unsupported(
+                                w.offset,
+                                "`[INDEX]+=value` in an array literal",
+                                "write [INDEX]=value",
+                            ));
+                        }
+                        None => elems.push(ArrayElem {
+                            index: None,
+                            value: w,
+                        }),
+                    }
+                }
+                TokKind::Eof => {
+                    return Err(err(
+                        "lex.unterminated",
+                        open.at,
+                        "an array's `(` is never closed".into(),
+                        "close the list of elements with )",
+                    ));
+                }
+                _ => {
+                    self.peeked = Some(tok);
+                    return Err(self.unexpected());
+                }
+            }
+        }
+        Ok(ArrayLit {
+            offset: open.at,
+            elems,
+        })
+    }
+}
+
+/// A word `...[SUBSCRIPT]=value` (or `+=`), the subscript starting at
+/// byte `from` of its first (unquoted) part: the subscript, whether it
+/// appends, and the value. None when no `]=` or `]+=` closes it.
+fn split_subscript(w: &Word, from: usize) -> Option<(Word, bool, Word)> {
+    let mut sub: Vec<Part> = Vec::new();
+    let mut depth = 0usize;
+    for (k, p) in w.parts.iter().enumerate() {
+        let Part::Lit(t) = p else {
+            if k == 0 {
+                return None;
+            }
+            sub.push(p.clone());
+            continue;
+        };
+        let start = if k == 0 { from } else { 0 };
+        let text = t.get(start..)?;
+        for (i, c) in text.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' if depth > 0 => depth -= 1,
+                ']' => {
+                    let before = &text[..i];
+                    let after = &text[i + 1..];
+                    let (append, value) = if let Some(v) = after.strip_prefix("+=") {
+                        (true, v)
+                    } else if let Some(v) = after.strip_prefix('=') {
+                        (false, v)
+                    } else {
+                        return None;
+                    };
+                    if !before.is_empty() {
+                        push_quoted(&mut sub, before);
+                    }
+                    if sub.is_empty() {
+                        return None;
+                    }
+                    let mut vparts = Vec::new();
+                    if !value.is_empty() {
+                        vparts.push(Part::Lit(value.to_string()));
+                    }
+                    vparts.extend(w.parts[k + 1..].iter().cloned());
+                    let index = Word {
+                        offset: w.offset + from,
+                        end: w.offset + from,
+                        parts: sub,
+                    };
+                    let value = Word {
+                        offset: w.offset,
+                        end: w.end,
+                        parts: vparts,
+                    };
+                    return Some((index, append, value));
+                }
+                _ => {}
+            }
+        }
+        push_quoted(&mut sub, text);
+    }
+    None
 }
 
 /// Whether bash's lexer would read `w` as an assignment word: an

@@ -213,7 +213,8 @@ fn refusals() {
         ("& a", "syntax.error", 0),
         ("a && & b", "syntax.error", 5),
         ("a & & b", "syntax.error", 4),
-        ("echo ${!x}", "syntax.unsupported", 5),
+        ("echo ${!x[1]}", "syntax.unsupported", 5),
+        ("echo ${x@Q}", "syntax.unsupported", 5),
         ("cat <(ls)", "syntax.process-substitution", 4),
         // Function definitions: the body is a compound command.
         ("f() ls", "syntax.error", 4),
@@ -230,7 +231,8 @@ fn refusals() {
         // An escaped `)` does not close the expression, as in bash.
         ("echo $(( 1 \\)) + 1", "syntax.error", 13),
         ("((x++)", "syntax.error", 5),
-        ("for ((i=0;i<3;i++)); do :; done", "syntax.arithmetic", 0),
+        ("for ((i=0;i<3)); do :; done", "syntax.error", 0),
+        ("for ((i=0;i<3;i++)) echo", "syntax.error", 20),
         ("[[ -f x", "syntax.error", 7),
         ("[[ a =~ ]]", "syntax.error", 10),
         ("[[ a ]] b", "syntax.error", 8),
@@ -248,11 +250,16 @@ fn refusals() {
         ("[[ a == b c ]]", "syntax.error", 10),
         ("[[ \"==\" a ]]", "syntax.error", 8),
         ("[[ a -q b ]]", "syntax.error", 5),
-        ("time ls", "syntax.unsupported", 0),
-        ("a=(1 2)", "syntax.unsupported", 0),
+        ("time", "syntax.unsupported", 0),
+        ("a=(1 2) ls", "syntax.unsupported", 0),
+        ("a=(1; 2)", "syntax.error", 4),
+        ("a=(1 2", "lex.unterminated", 2),
+        ("echo a=(1)", "syntax.error", 7),
         ("cs[f e", "syntax.unsupported", 0),
         ("x=1 a[1]=2 ls", "syntax.unsupported", 4),
-        ("echo ${x/a/b}", "syntax.unsupported", 5),
+        ("echo ${a[1}", "lex.unterminated", 5),
+        ("echo ${a[]}", "syntax.error", 5),
+        ("echo ${#a[@]x}", "syntax.error", 5),
         ("echo {fd}>f", "syntax.unsupported", 5),
         ("ls |", "syntax.error", 4),
         ("ls &&", "syntax.error", 5),
@@ -287,6 +294,63 @@ fn refusals() {
 }
 
 #[test]
+fn arrays_and_newer_expansions() {
+    let table: &[(&str, &str)] = &[
+        ("a=(x y \"z w\")", "a=(x y 'z w')"),
+        ("a=(\n  x # one\n  y\n)", "a=(x y)"),
+        ("a+=(*.py) b=()", "a+=(*.py) b=()"),
+        ("a=([2]=b [0]=a c)", "a=([2]=b [0]=a c)"),
+        ("a[i+1]=v a[$k]+=w", "a[i+1]=v a[${k}]+=w"),
+        (
+            "echo \"${a[@]}\" ${a[*]} ${a[-1]}",
+            "echo \"${a[@]}\" ${a[*]} ${a[-1]}",
+        ),
+        (
+            "echo ${#a[@]} ${#a[2]} ${!a[@]} ${!a[*]}",
+            "echo ${#a[@]} ${#a[2]} ${!a[@]} ${!a[*]}",
+        ),
+        ("echo ${a[\"k y\"]} ${a[$(f)]}", "echo ${a[k y]} ${a[$(f)]}"),
+        (
+            "echo ${a[@]:1:2} ${x:(-1)} ${x: -2}",
+            "echo ${a[@]:1:2} ${x:(-1)} ${x: -2}",
+        ),
+        (
+            "echo ${x/a/b} ${x//a} ${x/#a/b} ${x/%a/b}",
+            "echo ${x/a/b} ${x//a} ${x/#a/b} ${x/%a/b}",
+        ),
+        ("echo ${x//\\//-} ${x/a/\\&}", "echo ${x//'/'/-} ${x/a/'&'}"),
+        (
+            "echo ${x^} ${x^^} ${x,} ${x,,[A-C]}",
+            "echo ${x^} ${x^^} ${x,} ${x,,[A-C]}",
+        ),
+        ("echo ${!name}", "echo ${!name}"),
+        ("declare -a a=(1 2) b", "declare -a a=(1 2) b"),
+        ("local a+=(x)", "local a+=(x)"),
+        ("echo a[1] b[@]", "echo a[1] b[@]"),
+        (
+            "for ((i=0; i<3; i++)); do :; done",
+            "for ((i=0; i<3; i++)); do :; done",
+        ),
+        (
+            "for (( ; ; ))\ndo break; done",
+            "for ((; ; )); do break; done",
+        ),
+        (
+            "for ((i=0;i<2;i++)) { echo $i; }",
+            "for ((i=0; i<2; i++)); do echo ${i}; done",
+        ),
+        (
+            "time ls | wc; time -p sleep 1",
+            "time ls | wc; time -p sleep 1",
+        ),
+        ("time ! ls", "time ! ls"),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+    }
+}
+
+#[test]
 fn deep_nesting_is_refused_not_overflowed() {
     let s = format!("{}ls{}", "( ".repeat(500), ")".repeat(500));
     assert_eq!(refused(&s).0, "syntax.unsupported");
@@ -305,6 +369,10 @@ fn rendering_reparses_to_itself() {
         "for i in 1 2; do echo $i; done",
         "{ a & } & b & c",
         "case $x in a) b & ;; esac &",
+        "a=(1 \"2 3\" [5]=x $y) b[i+1]+=z; echo \"${a[@]}\" ${a[*]} ${#a[@]} ${!a[@]} ${a[$i]}",
+        "echo ${x/a/b} \"${x//\\//-}\" ${x/#p} ${x/%s/&} ${x^^} ${x,} ${x:1:2} ${x: -1} ${!n}",
+        "for ((i = 0; i < 3; i++)); do echo $i; done; time -p ls | wc",
+        "declare -a a=(1 2); local -A m=([k]=v)",
     ] {
         let once = r(s);
         assert_eq!(r(&once), once, "input {s:?}");

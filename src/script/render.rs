@@ -41,6 +41,11 @@ fn end_of(l: &List) -> &'static str {
 }
 
 fn pipeline(s: &Script, p: &Pipeline, out: &mut String) {
+    match p.timed {
+        Some(true) => out.push_str("time -p "),
+        Some(false) => out.push_str("time "),
+        None => {}
+    }
     if p.negated {
         out.push_str("! ");
     }
@@ -73,7 +78,13 @@ pub fn command(s: &Script, c: &Command, out: &mut String) {
             };
             for a in &sc.assignments {
                 sep(out);
-                let _ = write!(out, "{}{}=", a.name, if a.append { "+" } else { "" });
+                out.push_str(&a.name);
+                if let Some(i) = &a.index {
+                    out.push('[');
+                    arith_text(s, i, out);
+                    out.push(']');
+                }
+                out.push_str(if a.append { "+=" } else { "=" });
                 word(s, &a.value, out);
             }
             let arith = sc.words.first().is_some_and(|w| w.is_bare("(("));
@@ -167,6 +178,23 @@ pub fn command(s: &Script, c: &Command, out: &mut String) {
             }
             out.push_str("esac");
         }
+        Command::ArithFor {
+            init,
+            condition,
+            step,
+            body: b,
+            ..
+        } => {
+            out.push_str("for ((");
+            arith_text(s, init, out);
+            out.push_str("; ");
+            arith_text(s, condition, out);
+            out.push_str("; ");
+            arith_text(s, step, out);
+            out.push_str(")); do ");
+            body(s, b, out);
+            out.push_str("done");
+        }
         Command::Function { name, body: b, .. } => {
             let _ = write!(out, "{name} () ");
             command(s, b, out);
@@ -228,8 +256,25 @@ pub fn word(s: &Script, w: &Word, out: &mut String) {
             Part::Param(p) => param(s, p, out),
             Part::Subst(sub) => subst(s, sub, out),
             Part::Arith(a) => arith_in(s, a, out, a.quoted),
+            Part::Array(a) => array(s, a, out),
         }
     }
+}
+
+fn array(s: &Script, a: &ArrayLit, out: &mut String) {
+    out.push('(');
+    for (i, e) in a.elems.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if let Some(k) = &e.index {
+            out.push('[');
+            arith_text(s, k, out);
+            out.push_str("]=");
+        }
+        word(s, &e.value, out);
+    }
+    out.push(')');
 }
 
 /// An arithmetic expression's text: its parts as written.
@@ -240,6 +285,7 @@ fn arith_text(s: &Script, w: &Word, out: &mut String) {
             Part::Param(p) => param_in(s, p, out, false),
             Part::Subst(sub) => subst_in(s, sub, out, false),
             Part::Arith(a) => arith_in(s, a, out, false),
+            Part::Array(a) => array(s, a, out),
         }
     }
 }
@@ -272,6 +318,7 @@ fn quoted_word(s: &Script, w: &Word, out: &mut String) {
             Part::Param(p) => param_in(s, p, out, false),
             Part::Subst(sub) => subst_in(s, sub, out, false),
             Part::Arith(a) => arith_in(s, a, out, false),
+            Part::Array(a) => array(s, a, out),
         }
     }
     out.push('"');
@@ -289,9 +336,35 @@ fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
     if p.op == ParamOp::Length {
         out.push('#');
     }
+    if matches!(p.op, ParamOp::Keys | ParamOp::Indirect) {
+        out.push('!');
+    }
     out.push_str(&p.name);
+    match &p.index {
+        Some(Subscript::All) => out.push_str("[@]"),
+        Some(Subscript::Star) => out.push_str("[*]"),
+        Some(Subscript::Expr(w)) => {
+            out.push('[');
+            arith_text(s, w, out);
+            out.push(']');
+        }
+        None => {}
+    }
     let op = match p.op {
-        ParamOp::Plain | ParamOp::Length => "",
+        ParamOp::Plain | ParamOp::Length | ParamOp::Keys | ParamOp::Indirect => "",
+        ParamOp::Substring => ":",
+        ParamOp::Replace { mode } => match mode {
+            ReplaceMode::First => "/",
+            ReplaceMode::All => "//",
+            ReplaceMode::Prefix => "/#",
+            ReplaceMode::Suffix => "/%",
+        },
+        ParamOp::Case { upper, all } => match (upper, all) {
+            (true, false) => "^",
+            (true, true) => "^^",
+            (false, false) => ",",
+            (false, true) => ",,",
+        },
         ParamOp::Default { colon } => {
             if colon {
                 ":-"
@@ -336,7 +409,26 @@ fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
         }
     };
     out.push_str(op);
-    if let Some(a) = &p.arg {
+    let second = match p.op {
+        ParamOp::Substring => ":",
+        _ => "/",
+    };
+    operand_text(s, p, p.arg.as_ref(), "/", out);
+    if let Some(r) = &p.rep {
+        out.push_str(second);
+        operand_text(s, p, Some(r), "&", out);
+    }
+    out.push('}');
+    if wrap {
+        out.push('"');
+    }
+}
+
+/// An operand of `${...}`; `special` is escaped where it would end the
+/// operand or change its meaning.
+fn operand_text(s: &Script, p: &Param, arg: Option<&Word>, special: &str, out: &mut String) {
+    let replace = matches!(p.op, ParamOp::Replace { .. });
+    if let Some(a) = arg {
         if p.quoted {
             // Inside double quotes: keep the operand's text double-quoted.
             for part in &a.parts {
@@ -346,9 +438,21 @@ fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
                     Part::Quoted(t) if t.len() >= 2 && t.starts_with('\'') && t.ends_with('\'') => {
                         out.push_str(t);
                     }
-                    Part::Lit(t) | Part::Quoted(t) => {
+                    Part::Lit(t) => {
                         for c in t.chars() {
-                            if matches!(c, '"' | '\\' | '$' | '`' | '}') {
+                            if matches!(c, '"' | '\\' | '$' | '`' | '}')
+                                || (replace && c == '/' && special == "/")
+                            {
+                                out.push('\\');
+                            }
+                            out.push(c);
+                        }
+                    }
+                    Part::Quoted(t) => {
+                        for c in t.chars() {
+                            if matches!(c, '"' | '\\' | '$' | '`' | '}')
+                                || (replace && special.contains(c))
+                            {
                                 out.push('\\');
                             }
                             out.push(c);
@@ -357,15 +461,12 @@ fn param_in(s: &Script, p: &Param, out: &mut String, wrap: bool) {
                     Part::Param(p) => param_in(s, p, out, false),
                     Part::Subst(sub) => subst_in(s, sub, out, false),
                     Part::Arith(a) => arith_in(s, a, out, false),
+                    Part::Array(a) => array(s, a, out),
                 }
             }
         } else {
             word(s, a, out);
         }
-    }
-    out.push('}');
-    if wrap {
-        out.push('"');
     }
 }
 
@@ -424,6 +525,11 @@ fn v_list(l: &List, src: &str, out: &mut String) -> Option<()> {
 }
 
 fn v_pipeline(p: &Pipeline, src: &str, out: &mut String) -> Option<()> {
+    match p.timed {
+        Some(true) => out.push_str("time -p "),
+        Some(false) => out.push_str("time "),
+        None => {}
+    }
     if p.negated {
         out.push_str("! ");
     }
@@ -464,6 +570,18 @@ fn v_redirects(rs: &[Redirect], src: &str, out: &mut String) -> Option<()> {
 
 fn v_command(c: &Command, src: &str, out: &mut String) -> Option<()> {
     match c {
+        // bash prints arrays and arithmetic loops in its own spacing.
+        Command::ArithFor { .. } => return None,
+        Command::Simple(sc)
+            if sc
+                .assignments
+                .iter()
+                .map(|a| &a.value)
+                .chain(&sc.words)
+                .any(|w| w.parts.iter().any(|p| matches!(p, Part::Array(_)))) =>
+        {
+            return None;
+        }
         Command::Simple(sc) => {
             let mut items: Vec<(usize, usize)> = Vec::new();
             for a in &sc.assignments {

@@ -73,9 +73,42 @@ pub const GLOB_AS_DIR: &str = "a glob of every entry of a directory is judged as
 
 /// Builtins agent-rsh's interpreter runs itself.
 pub const BUILTINS: &[&str] = &[
-    "cd", "pwd", "export", "unset", "true", "false", ":", "exit", "set", "break", "continue",
-    "wait", "echo", "printf", "test", "[", "[[", "((", "let", "read", "command", "type", "hash",
-    "jobs", "shift", "local", "declare", "typeset", "return", "getopts", "trap",
+    "cd",
+    "pwd",
+    "export",
+    "unset",
+    "true",
+    "false",
+    ":",
+    "exit",
+    "set",
+    "break",
+    "continue",
+    "wait",
+    "echo",
+    "printf",
+    "test",
+    "[",
+    "[[",
+    "((",
+    "let",
+    "read",
+    "command",
+    "type",
+    "hash",
+    "jobs",
+    "shift",
+    "local",
+    "declare",
+    "typeset",
+    "return",
+    "getopts",
+    "trap",
+    "mapfile",
+    "readarray",
+    "pushd",
+    "popd",
+    "dirs",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -120,10 +153,6 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.alias",
             "write the command out; aliases are not expanded",
         ),
-        "mapfile" | "readarray" => (
-            "syntax.unsupported",
-            "arrays are not supported: loop over the lines with `while read -r line; do ...; done < FILE`",
-        ),
         "readonly" => (
             "syntax.unsupported",
             "`readonly` is not supported: assign the variable (`NAME=value`) and leave it unchanged",
@@ -133,8 +162,8 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "there is no job control in a run: start the command with `&` and `wait` for it, or start a job that must outlive the run with `agent-rsh spawn` (or the MCP `spawn` tool)",
         ),
         "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt" | "enable"
-        | "caller" | "complete" | "compgen" | "compopt" | "dirs" | "pushd" | "popd" | "logout"
-        | "bind" | "fc" | "select" | "function" => (
+        | "caller" | "complete" | "compgen" | "compopt" | "logout" | "bind" | "fc" | "select"
+        | "function" => (
             "syntax.unsupported",
             "this shell builtin is not supported by agent-rsh; write the commands without it",
         ),
@@ -309,7 +338,7 @@ fn functions_of(script: &Script) -> (HashSet<String>, Vec<usize>) {
                 list(s, condition, out);
                 list(s, body, out);
             }
-            Command::For { body, .. } => list(s, body, out),
+            Command::For { body, .. } | Command::ArithFor { body, .. } => list(s, body, out),
             Command::Case { arms, .. } => {
                 for a in arms {
                     list(s, &a.body, out);
@@ -391,13 +420,28 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
 fn for_each_param_assignment(script: &Script, f: &mut dyn FnMut(&str, usize)) {
     fn word(w: &Word, f: &mut dyn FnMut(&str, usize)) {
         for p in &w.parts {
-            if let Part::Param(p) = p {
-                if matches!(p.op, ParamOp::Assign { .. }) {
-                    f(&p.name, p.offset);
+            match p {
+                Part::Param(p) => {
+                    if matches!(p.op, ParamOp::Assign { .. }) {
+                        f(&p.name, p.offset);
+                    }
+                    if let Some(Subscript::Expr(i)) = &p.index {
+                        word(i, f);
+                    }
+                    for a in p.arg.iter().chain(&p.rep) {
+                        word(a, f);
+                    }
                 }
-                if let Some(a) = &p.arg {
-                    word(a, f);
+                Part::Array(a) => {
+                    for e in &a.elems {
+                        if let Some(i) = &e.index {
+                            word(i, f);
+                        }
+                        word(&e.value, f);
+                    }
                 }
+                Part::Arith(a) => word(&a.expr, f),
+                Part::Lit(_) | Part::Quoted(_) | Part::Subst(_) => {}
             }
         }
     }
@@ -421,6 +465,9 @@ fn for_each_param_assignment(script: &Script, f: &mut dyn FnMut(&str, usize)) {
         match c {
             Command::Simple(s) => {
                 for a in &s.assignments {
+                    if let Some(i) = &a.index {
+                        word(i, f);
+                    }
                     word(&a.value, f);
                 }
                 for w in &s.words {
@@ -489,6 +536,20 @@ fn for_each_param_assignment(script: &Script, f: &mut dyn FnMut(&str, usize)) {
                     }
                     list(&a.body, f);
                 }
+                redirects(r, f);
+            }
+            Command::ArithFor {
+                init,
+                condition,
+                step,
+                body,
+                redirects: r,
+                ..
+            } => {
+                for w in [init, condition, step] {
+                    word(w, f);
+                }
+                list(body, f);
                 redirects(r, f);
             }
             Command::Function { body, .. } => command(body, f),
@@ -922,7 +983,11 @@ impl Verifier<'_> {
             }
             "set" => {
                 let Some(argv) = argv else { return Ok(()) };
-                super::options::parse_set(&argv[1..])
+                let (opts, positional) = super::options::split_set(&argv[1..]);
+                if opts.is_empty() && positional.is_some() {
+                    return Ok(());
+                }
+                super::options::parse_set(opts)
                     .map(|_| ())
                     .map_err(|(i, d)| at(d, i + 1))
             }

@@ -572,10 +572,126 @@ fn read_command_v_and_type() {
         (code, v["stdout"].as_str().unwrap()),
         (0, "refused-is-missing\n")
     );
-    let (v, code) = s.run("read -a arr <<< 'a b'");
+    assert_eq!(
+        s.ok("read -a arr <<< 'a  b'; echo ${#arr[@]} ${arr[1]}"),
+        "2 b\n"
+    );
+    let (v, code) = s.run("read -t 1 x <<< a");
     assert_eq!(code, 126, "{v}");
+    assert!(v["denial"]["hint"].as_str().unwrap().contains("-t"), "{v}");
+}
+
+#[test]
+fn arrays_and_the_newer_expansions() {
+    let s = setup("");
+    std::fs::write(s.ws.join("a.py"), "").unwrap();
+    std::fs::write(s.ws.join("b.py"), "").unwrap();
+    std::fs::write(s.ws.join("list.txt"), "one\ntwo words\nthree\n").unwrap();
+    let cases: &[(&str, &str)] = &[
+        (
+            "a=(x \"y z\" *.py); a+=(w); printf '<%s>' \"${a[@]}\"; echo; echo ${#a[@]} ${a[-1]} ${!a[@]}",
+            "<x><y z><a.py><b.py><w>\n5 w 0 1 2 3 4\n",
+        ),
+        (
+            "mapfile -t lines < list.txt; echo ${#lines[@]}; for l in \"${lines[@]}\"; do echo \"[$l]\"; done",
+            "3\n[one]\n[two words]\n[three]\n",
+        ),
+        (
+            "declare -A m=([k]=v); m[x]=1; (( m[x] += 2 )); echo ${m[k]} ${m[x]} ${#m[@]}",
+            "v 3 2\n",
+        ),
+        (
+            "[[ v1.22 =~ v([0-9]+)\\.([0-9]+) ]] && echo ${BASH_REMATCH[1]} ${BASH_REMATCH[2]}",
+            "1 22\n",
+        ),
+        (
+            "x=src/main.rs; echo ${x/main/lib} ${x//[sm]/_} ${x^^} ${x:4:4} ${x: -2}",
+            "src/lib.rs _rc/_ain.r_ SRC/MAIN.RS main rs\n",
+        ),
+        (
+            "for ((i = 0; i < 3; i++)); do echo -n $i; done; echo; a=(3 4); for ((j=0; j<${#a[@]}; j++)); do echo ${a[j]}; done",
+            "012\n3\n4\n",
+        ),
+        (
+            "pushd . > /dev/null; mkdir -p d; pushd d >/dev/null; popd >/dev/null; dirs | wc -w",
+            "2\n",
+        ),
+    ];
+    for (script, want) in cases {
+        assert_eq!(s.ok(script), *want, "{script}");
+    }
+}
+
+#[test]
+fn array_words_are_judged_after_expansion() {
+    let s = setup("");
+    // The command's words come from an array: judged when they are known.
+    let (v, code) = s.run("cmd=(id -u); \"${cmd[@]}\"");
+    assert_eq!(code, 126, "{v}");
+    assert_eq!(v["denial"]["rule"], "command.not-allowed", "{v}");
     assert!(
-        v["denial"]["hint"].as_str().unwrap().contains("read -r"),
+        v["denial"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("after expansion: `id -u`"),
         "{v}"
     );
+    // An argument from an array meets the guards as one typed out.
+    let (v, code) = s.run("touch keep; args=(-rf /); rm \"${args[@]}\"");
+    assert_eq!(code, 126, "{v}");
+    assert!(
+        v["denial"]["rule"].as_str().unwrap().starts_with("guard."),
+        "{v}"
+    );
+    // Commands inside array literals, subscripts and arithmetic loops are
+    // checked before anything runs.
+    for script in [
+        "touch made; a=($(id))",
+        "touch made; a[$(id)]=1",
+        "touch made; echo ${a[$(id -u)]}",
+        "touch made; declare -a a=(\"$(id)\")",
+        "touch made; for ((i=0; i<$(id -u); i++)); do :; done",
+        "touch made; time id",
+    ] {
+        let (v, code) = s.run(script);
+        assert_eq!(code, 126, "{script}: {v}");
+        assert_eq!(v["denial"]["rule"], "command.not-allowed", "{script}: {v}");
+        assert!(!s.ws.join("made").exists(), "{script} ran");
+    }
+}
+
+#[test]
+fn hostile_subscripts_are_errors_not_crashes() {
+    let s = setup("");
+    let (v, code) = s.run(
+        "a[9223372036854775807]=x; echo ${#a[@]} ${!a[@]}; echo \"[${a[-9223372036854775807]}]\"; echo ${a[-1]}",
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["stdout"], "1 9223372036854775807\n[]\nx\n", "{v}");
+    // A negative index before the first element: bash's message, and the
+    // line is abandoned with status 1.
+    let (v, code) = s.run("a=(x); a[-5]=q; echo not-here\necho $?");
+    assert_eq!((code, v["stdout"].as_str().unwrap()), (0, "1\n"), "{v}");
+    assert!(
+        v["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("bad array subscript"),
+        "{v}"
+    );
+    // Arithmetic in a subscript, nested expansions, a huge count.
+    let (v, code) = s.run("i=2; a=(p q r s); echo ${a[i*2-3]} ${a[${#a[@]}-1]} ${a[$(( i ))]}");
+    assert_eq!((code, v["stdout"].as_str().unwrap()), (0, "q s r\n"), "{v}");
+    let (v, code) = s.run("echo ${a[1/0]}\necho after");
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["stdout"], "after\n", "{v}");
+    assert!(
+        v["stderr"].as_str().unwrap().contains("division by 0"),
+        "{v}"
+    );
+    // An array's size is bounded: doubling it stops with a message.
+    let (v, code) =
+        s.run("a=({1..100000}); for k in 1 2 3 4 5; do a+=(\"${a[@]}\"); done; echo ${#a[@]}");
+    assert_eq!(code, 1, "{v}");
+    assert!(v["stderr"].as_str().unwrap().contains("at most"), "{v}");
 }

@@ -340,7 +340,7 @@ impl Gen {
     /// One of bash's builtins, with arguments bash and agent-rsh must treat
     /// alike.
     fn builtin(&mut self) -> String {
-        match self.r.below(16) {
+        match self.r.below(20) {
             0 => self
                 .r
                 .pick(&[
@@ -536,9 +536,101 @@ impl Gen {
                 "(( {} )); echo $?",
                 self.r.pick(&["1/0", "0", "N", "X + 1", "a b"])
             ),
+            16 => self.arrays(),
+            17 => self.param_ops(),
+            18 if self.loops < 2 => {
+                self.loops += 1;
+                // `k` is no other loop's variable; the loop ends by
+                // its condition or the break.
+                format!(
+                    "for (( k = {}; k {} {}; k{} )); do {}; (( k >= 4 )) && break; done",
+                    self.r.below(3),
+                    self.r.pick(&["<", "<=", "!="]),
+                    self.r.below(5),
+                    self.r.pick(&["++", " += 2", "++, N++"]),
+                    self.simple()
+                )
+            }
+            18 => "pushd sub > /dev/null && pwd && popd > /dev/null && pwd".to_string(),
             _ => format!(
                 "for i in 1 2 3; do (( i % 2 )) && continue; echo $((i * {})); done",
                 self.r.below(4)
+            ),
+        }
+    }
+
+    /// Indexed arrays: literals (split and globbed), elements, `[@]` and
+    /// `[*]` quoted and not, counts, indices, slices, `+=`, `unset`,
+    /// `mapfile`, `read -a`, `BASH_REMATCH`.
+    fn arrays(&mut self) -> String {
+        let lit = format!("arr=({} {} {})", self.word(), self.word(), self.word());
+        let use_ = match self.r.below(12) {
+            0 => "printf '<%s>' \"${arr[@]}\"; echo".to_string(),
+            1 => "printf '<%s>' ${arr[*]} \"${arr[*]}\"; echo".to_string(),
+            2 => format!(
+                "echo \"${{#arr[@]}}\" \"${{arr[{}]}}\" ${{!arr[@]}}",
+                self.r.pick(&["0", "1", "-1", "i+1", "5", "$N"])
+            ),
+            3 => format!(
+                "arr+=({}); arr[7]={}; echo ${{!arr[@]}} \"${{arr[*]}}\"",
+                self.word(),
+                self.plain_word()
+            ),
+            4 => "unset 'arr[1]'; echo ${#arr[@]} ${!arr[@]}; arr+=(z); echo ${!arr[@]}".into(),
+            5 => format!(
+                "for e in \"${{arr[@]}}\"; do echo \"[$e]\"; done; echo \"${{arr[@]:{}}}\"",
+                self.r.pick(&["1", "0:2", "1:1", " -1", "5"])
+            ),
+            6 => format!(
+                "mapfile -t arr < {}; echo ${{#arr[@]}} \"${{arr[-1]}}\"",
+                self.r.pick(INPUTS)
+            ),
+            7 => format!(
+                "IFS={} read -ra arr <<< {}; echo ${{#arr[@]}} \"${{arr[0]}}\"",
+                self.r.pick(&[":", "' '", "','"]),
+                self.r.pick(&["'a b  c'", "x:y::z", "'p,q'", "''"])
+            ),
+            8 => format!(
+                "[[ {} =~ ([a-z]+)([0-9]*) ]] && echo \"${{BASH_REMATCH[@]}}\" ${{#BASH_REMATCH[@]}}",
+                self.word()
+            ),
+            9 => "printf '%s\\n' \"${arr[@]/#/-}\" \"${arr[@]%.txt}\" ${arr[@]^}".into(),
+            10 => "f() { local -a loc=(\"$@\"); echo ${#loc[@]} \"${loc[*]}\"; }; f \"${arr[@]}\""
+                .into(),
+            _ => "sum=0; for ((k = 0; k < ${#arr[@]}; k++)); do (( sum += k )); done; echo $sum"
+                .into(),
+        };
+        format!("{lit}; {use_}")
+    }
+
+    /// `${x/p/r}` and its forms, `${x:o:l}`, `${x^^}` and friends.
+    fn param_ops(&mut self) -> String {
+        let v = self.r.pick(VARS);
+        match self.r.below(6) {
+            0 => format!(
+                "echo \"${{{v}/{}/{}}}\" ${{{v}//{}}}",
+                self.r.pick(&["a", "*.", "?", "[ab]", ".", "b*"]),
+                self.r.pick(&["X", "", "<&>", "\\&", "-"]),
+                self.r.pick(&["a", ".", " ", "[qr]"])
+            ),
+            1 => format!(
+                "echo \"${{{v}/#{}/P}}\" \"${{{v}/%{}/S}}\"",
+                self.r.pick(&["a", "*.", "", "?"]),
+                self.r.pick(&["c", ".*", "", "r"])
+            ),
+            2 => format!(
+                "echo \"${{{v}:{}}}\" \"${{{v}:{}:{}}}\"",
+                self.r.pick(&["0", "1", " -2", "(-1)", "9"]),
+                self.r.pick(&["0", "2", "N"]),
+                self.r.pick(&["1", "0", "-1", "2"])
+            ),
+            3 => format!("echo ${{{v}^^}} \"${{{v},,}}\" ${{{v}^}} \"${{{v}^^[ab]}}\""),
+            4 => format!("n={v}; echo \"${{!n}}\" ${{#{v}}}"),
+            _ => format!(
+                "set -- {} {} {}; echo $# \"${{@:2}}\" ${{@: -1}} \"${{*/a/A}}\"",
+                self.plain_word(),
+                self.plain_word(),
+                self.plain_word()
             ),
         }
     }
