@@ -75,6 +75,22 @@ pub fn execute(
     opts: &RunOptions,
     sink: &mut dyn Sink,
 ) -> RunResult {
+    execute_noting_setup(policy, req, opts, sink, &mut Vec::new())
+}
+
+/// `execute`, also handing back (in `setup`) the run's warnings that came
+/// from setting up its confinement: what this machine and account cannot
+/// enforce for the policy (a memory bound without a cgroup, a layer
+/// missing under best-effort). They are the same for every run of one
+/// policy, so a face that runs many commands (the login shell) can say
+/// each once; the RunResult keeps them all.
+pub fn execute_noting_setup(
+    policy: &Policy,
+    req: &Request,
+    opts: &RunOptions,
+    sink: &mut dyn Sink,
+    setup: &mut Vec<String>,
+) -> RunResult {
     let command = req.display();
     let mut plan = match admit::admit(policy, req, opts.workspace.as_deref()) {
         Ok(p) => p,
@@ -194,7 +210,13 @@ pub fn execute(
     let mut r = RunResult::new(command, argv, Status::Failed);
     r.cwd = Some(cwd.display().to_string());
     r.warnings = plan.warnings.clone();
-    r.warnings.extend_from_slice(confinement.warnings());
+    let from_setup: Vec<String> = confinement
+        .warnings()
+        .iter()
+        .map(|w| with_silencing_hint(w))
+        .collect();
+    r.warnings.extend_from_slice(&from_setup);
+    setup.extend(from_setup);
     r.confinement = serde_json::to_value(confinement.report()).ok().map(|v| {
         if opts.verbose {
             v
@@ -270,6 +292,23 @@ pub fn execute(
         r.warnings.push(w);
     }
     r
+}
+
+/// How the confinement's warning that `limits.memory_bytes` is not
+/// enforced (no cgroup of the run's own) starts.
+const MEMORY_NOT_ENFORCED: &str = "limits.memory_bytes (";
+
+/// A setup warning, with how to silence it where it is one the policy
+/// itself can silence: a memory bound that nothing enforces on this
+/// account is said on every run otherwise.
+fn with_silencing_hint(w: &str) -> String {
+    if w.starts_with(MEMORY_NOT_ENFORCED) && w.contains(" is not enforced") {
+        format!(
+            "{w}; `limits.memory_bytes = 0` in the policy silences this (a delegated cgroup enforces it)"
+        )
+    } else {
+        w.to_string()
+    }
 }
 
 /// Bytes of stderr kept for diagnosis when the output is not captured.

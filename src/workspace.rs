@@ -65,31 +65,68 @@ pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
 /// account's home (root with `sudo -E`, a shared `jobs.state_dir`) could
 /// otherwise be swapped for one of theirs between agent-rsh's checks and
 /// its writes. Returns what is wrong, naming the directory.
-pub fn safe_ancestors(dir: &Path) -> Result<(), String> {
+pub fn safe_ancestors(dir: &Path) -> Result<(), UnsafePath> {
     use std::os::unix::fs::MetadataExt;
-    let real = dir
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+    let real = dir.canonicalize().map_err(|e| UnsafePath::Resolve {
+        dir: dir.to_path_buf(),
+        source: e,
+    })?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     for a in real.ancestors() {
-        let m = std::fs::metadata(a).map_err(|e| format!("cannot read {}: {e}", a.display()))?;
+        let m = std::fs::metadata(a).map_err(|e| UnsafePath::Read {
+            path: a.to_path_buf(),
+            source: e,
+        })?;
         let owner_ok = m.uid() == me || m.uid() == 0;
         let mode_ok = m.mode() & 0o022 == 0 || m.mode() & libc::S_ISVTX != 0;
-        if !owner_ok || !mode_ok {
-            return Err(format!(
-                "{} (on the way to {}) is {}: another account could replace what agent-rsh keeps there",
-                a.display(),
-                dir.display(),
-                if owner_ok {
-                    format!("writable by others (mode {:o})", m.mode() & 0o7777)
-                } else {
-                    format!("owned by uid {}, not by uid {me} or root", m.uid())
-                }
-            ));
+        if !owner_ok {
+            return Err(UnsafePath::Owner {
+                ancestor: a.to_path_buf(),
+                dir: dir.to_path_buf(),
+                uid: m.uid(),
+                me,
+            });
+        }
+        if !mode_ok {
+            return Err(UnsafePath::Writable {
+                ancestor: a.to_path_buf(),
+                dir: dir.to_path_buf(),
+                mode: m.mode() & 0o7777,
+            });
         }
     }
     Ok(())
+}
+
+/// Why `safe_ancestors` refuses a directory, naming it.
+#[derive(Debug, thiserror::Error)]
+pub enum UnsafePath {
+    #[error("cannot resolve {}: {source}", .dir.display())]
+    Resolve { dir: PathBuf, source: io::Error },
+    #[error("cannot read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error(
+        "{} (on the way to {}) is owned by uid {uid}, not by uid {me} or root: another account could replace what agent-rsh keeps there",
+        .ancestor.display(),
+        .dir.display()
+    )]
+    Owner {
+        ancestor: PathBuf,
+        dir: PathBuf,
+        uid: u32,
+        me: u32,
+    },
+    #[error(
+        "{} (on the way to {}) is writable by others (mode {mode:o}): another account could replace what agent-rsh keeps there",
+        .ancestor.display(),
+        .dir.display()
+    )]
+    Writable {
+        ancestor: PathBuf,
+        dir: PathBuf,
+        mode: u32,
+    },
 }
 
 /// The name of a workspace's state directory inside its base: the

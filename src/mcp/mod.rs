@@ -22,6 +22,7 @@ pub use crate::policy::McpPolicy;
 use crate::policy::Policy;
 use crate::result::code;
 use clap::Args;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
@@ -56,12 +57,20 @@ pub fn main(policy: Option<&Path>, a: McpArgs) -> CliResult {
             format!("mcp --tool-prefix {:?}: {e}", a.tool_prefix),
         ));
     }
+    if std::io::stdin().is_terminal() {
+        eprintln!("{TERMINAL_NOTICE}");
+    }
     Ok(exit_code(protocol::serve(
         policy,
         a.workspace,
         a.tool_prefix,
     )))
 }
+
+/// Said once on stderr when stdin is a terminal: the server reads JSON-RPC
+/// there, and a person who typed `agent-rsh mcp` would otherwise see
+/// nothing happen.
+const TERMINAL_NOTICE: &str = "agent-rsh mcp: waiting for an MCP client on stdin/stdout (one JSON-RPC message per line); an MCP client starts this command itself (docs/mcp.md). Ctrl-D or Ctrl-C leaves.";
 
 /// Why `--tool-prefix` cannot be used.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

@@ -532,8 +532,8 @@ pub enum Invalid {
     DangerousPass { name: String, why: &'static str },
     #[error(transparent)]
     Section(#[from] profile::SectionError),
-    #[error("{0}")]
-    Network(String),
+    #[error(transparent)]
+    Network(#[from] network::NetworkError),
 }
 
 impl Policy {
@@ -646,7 +646,7 @@ impl Policy {
                 });
             }
         }
-        self.network.validate().map_err(Invalid::Network)?;
+        self.network.validate()?;
         profile::validate(self)?;
         Ok(())
     }

@@ -85,30 +85,31 @@ impl NetworkSetting {
     }
 
     /// Checks what serde cannot: entries, pins and program names.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), NetworkError> {
         let Some(d) = &self.domains else {
             return Ok(());
         };
         if d.allow.is_empty() {
-            return Err("network.allow is empty: list the hosts the run may reach (\"pypi.org\", \"*.crates.io\"), or write network = \"none\"".into());
+            return Err(NetworkError::EmptyAllow);
         }
         for e in &d.allow {
-            crate::proxy::Grant::check_entry(e)
-                .map_err(|why| format!("network.allow entry {e:?}: {why}"))?;
+            crate::proxy::Grant::check_entry(e).map_err(|why| NetworkError::AllowEntry {
+                entry: e.clone(),
+                why,
+            })?;
         }
         for c in d.commands.iter().flatten() {
             if c.is_empty() || c.contains('/') {
-                return Err(format!(
-                    "network.commands entry {c:?} must be a bare program name (\"pip\", \"npm\")"
-                ));
+                return Err(NetworkError::CommandEntry(c.clone()));
             }
         }
         let g = self.grant().unwrap_or_default();
         for (name, addr) in &d.resolve {
             if addr.parse::<std::net::SocketAddr>().is_err() {
-                return Err(format!(
-                    "network.resolve.{name} = {addr:?} is not an address and port (\"10.0.0.5:8080\", \"[::1]:443\")"
-                ));
+                return Err(NetworkError::ResolveAddress {
+                    name: name.clone(),
+                    addr: addr.clone(),
+                });
             }
             let ports = [80, 443].into_iter().chain(
                 d.allow
@@ -116,13 +117,35 @@ impl NetworkSetting {
                     .filter_map(|e| e.rsplit_once(':')?.1.parse().ok()),
             );
             if !ports.into_iter().any(|port| g.admits(name, port)) {
-                return Err(format!(
-                    "network.resolve pins {name:?}, which network.allow does not list: add it to allow (a pin says where a name goes, allow says whether it may)"
-                ));
+                return Err(NetworkError::ResolveUnlisted(name.clone()));
             }
         }
         Ok(())
     }
+}
+
+/// A network setting that parses but does not make sense.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworkError {
+    #[error(
+        "network.allow is empty: list the hosts the run may reach (\"pypi.org\", \"*.crates.io\"), or write network = \"none\""
+    )]
+    EmptyAllow,
+    #[error("network.allow entry {entry:?}: {why}")]
+    AllowEntry {
+        entry: String,
+        why: crate::proxy::AddrError,
+    },
+    #[error("network.commands entry {0:?} must be a bare program name (\"pip\", \"npm\")")]
+    CommandEntry(String),
+    #[error(
+        "network.resolve.{name} = {addr:?} is not an address and port (\"10.0.0.5:8080\", \"[::1]:443\")"
+    )]
+    ResolveAddress { name: String, addr: String },
+    #[error(
+        "network.resolve pins {0:?}, which network.allow does not list: add it to allow (a pin says where a name goes, allow says whether it may)"
+    )]
+    ResolveUnlisted(String),
 }
 
 impl Serialize for NetworkSetting {
@@ -172,8 +195,8 @@ mod tests {
     use super::*;
     use crate::policy::{Policy, Source};
 
-    fn parse(text: &str) -> Result<Policy, String> {
-        Policy::parse(text, Source::Embedded).map_err(|e| e.to_string())
+    fn parse(text: &str) -> Result<Policy, crate::policy::PolicyError> {
+        Policy::parse(text, Source::Embedded)
     }
 
     #[test]
@@ -231,7 +254,7 @@ mod tests {
                 "which network.allow does not list",
             ),
         ] {
-            let e = parse(text).expect_err(text);
+            let e = parse(text).expect_err(text).to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
     }

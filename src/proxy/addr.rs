@@ -8,6 +8,39 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Why a host, a port, an authority or a `network.allow` entry does not
+/// parse. Each names the text it refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddrError {
+    #[error("`{0}` is not an IPv6 address")]
+    NotIpv6(String),
+    /// The text and what is wrong with it as a host name.
+    #[error("`{0}` {1}")]
+    NotHostName(String, &'static str),
+    #[error("`{0}` is not a port number")]
+    NotPort(String),
+    #[error("port `{0}` is not between 1 and 65535")]
+    PortRange(String),
+    #[error("`{0}` has no closing `]`")]
+    NoClosingBracket(String),
+    #[error("`{0}` is not host:port")]
+    NotHostPort(String),
+    #[error("`{0}`: an IPv6 address needs brackets")]
+    Ipv6NeedsBrackets(String),
+    #[error("`{0}` has no port")]
+    NoPort(String),
+    #[error("an empty entry")]
+    EmptyEntry,
+    #[error("`{0}` is a URL; write only the host name")]
+    Url(String),
+    #[error("`{0}` contains a space")]
+    Space(String),
+    #[error("`{0}`: `*.` goes before a host name")]
+    WildcardBeforeIp(String),
+    #[error("`{0}`: `*` is allowed only as a leading `*.`")]
+    Wildcard(String),
+}
+
 /// A host as the run (or the policy) named it: names lowercased, a
 /// trailing dot dropped; IP literals parsed, so `::1` and `[::1]` are one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,18 +52,18 @@ pub(crate) enum Host {
 impl Host {
     /// A host without a port: a host name, an IPv4 literal, or an IPv6
     /// literal with or without brackets.
-    pub(crate) fn parse(s: &str) -> Result<Host, String> {
+    pub(crate) fn parse(s: &str) -> Result<Host, AddrError> {
         if let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
             return inner
                 .parse::<Ipv6Addr>()
                 .map(|a| Host::Ip(IpAddr::V6(a)))
-                .map_err(|_| format!("`{s}` is not an IPv6 address"));
+                .map_err(|_| AddrError::NotIpv6(s.into()));
         }
         if let Ok(ip) = s.parse::<IpAddr>() {
             return Ok(Host::Ip(ip));
         }
         let name = s.strip_suffix('.').unwrap_or(s).to_ascii_lowercase();
-        check_name(&name).map_err(|why| format!("`{s}` {why}"))?;
+        check_name(&name).map_err(|why| AddrError::NotHostName(s.into(), why))?;
         Ok(Host::Name(name))
     }
 
@@ -89,24 +122,24 @@ fn check_name(name: &str) -> Result<(), &'static str> {
 }
 
 /// A port in decimal, 1 to 65535.
-pub(crate) fn parse_port(s: &str) -> Result<u16, String> {
+pub(crate) fn parse_port(s: &str) -> Result<u16, AddrError> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("`{s}` is not a port number"));
+        return Err(AddrError::NotPort(s.into()));
     }
     match s.parse::<u16>() {
-        Ok(0) | Err(_) => Err(format!("port `{s}` is not between 1 and 65535")),
+        Ok(0) | Err(_) => Err(AddrError::PortRange(s.into())),
         Ok(p) => Ok(p),
     }
 }
 
 /// `host[:port]` as in a URL's authority or a CONNECT target (IPv6 in
 /// brackets). Without a port, `default`; a CONNECT has none.
-pub(crate) fn parse_authority(s: &str, default: Option<u16>) -> Result<(Host, u16), String> {
+pub(crate) fn parse_authority(s: &str, default: Option<u16>) -> Result<(Host, u16), AddrError> {
     let (host, port) = match s.strip_prefix('[') {
         Some(rest) => {
             let close = rest
                 .find(']')
-                .ok_or_else(|| format!("`{s}` has no closing `]`"))?;
+                .ok_or_else(|| AddrError::NoClosingBracket(s.into()))?;
             let after = &rest[close + 1..];
             let port = if after.is_empty() {
                 None
@@ -114,7 +147,7 @@ pub(crate) fn parse_authority(s: &str, default: Option<u16>) -> Result<(Host, u1
                 Some(
                     after
                         .strip_prefix(':')
-                        .ok_or_else(|| format!("`{s}` is not host:port"))?,
+                        .ok_or_else(|| AddrError::NotHostPort(s.into()))?,
                 )
             };
             (&s[..close + 2], port)
@@ -125,12 +158,12 @@ pub(crate) fn parse_authority(s: &str, default: Option<u16>) -> Result<(Host, u1
         },
     };
     if host.starts_with(|c: char| c != '[') && host.contains(':') {
-        return Err(format!("`{s}`: an IPv6 address needs brackets"));
+        return Err(AddrError::Ipv6NeedsBrackets(s.into()));
     }
     let port = match (port, default) {
         (Some(p), _) => parse_port(p)?,
         (None, Some(d)) => d,
-        (None, None) => return Err(format!("`{s}` has no port")),
+        (None, None) => return Err(AddrError::NoPort(s.into())),
     };
     Ok((Host::parse(host)?, port))
 }
@@ -151,15 +184,15 @@ enum Pattern {
 }
 
 impl Entry {
-    pub(crate) fn parse(entry: &str) -> Result<Entry, String> {
+    pub(crate) fn parse(entry: &str) -> Result<Entry, AddrError> {
         if entry.is_empty() {
-            return Err("an empty entry".into());
+            return Err(AddrError::EmptyEntry);
         }
         if entry.contains("://") || entry.contains('/') {
-            return Err(format!("`{entry}` is a URL; write only the host name"));
+            return Err(AddrError::Url(entry.into()));
         }
         if entry.chars().any(char::is_whitespace) {
-            return Err(format!("`{entry}` contains a space"));
+            return Err(AddrError::Space(entry.into()));
         }
         let (host, port) = if entry.starts_with('[') {
             let (h, p) = parse_authority(entry, Some(0))?;
@@ -179,11 +212,11 @@ impl Entry {
         let pattern = match host.strip_prefix("*.") {
             Some(under) => match Host::parse(under) {
                 Ok(Host::Name(n)) if !under.contains('*') => Pattern::Under(n),
-                Ok(_) => return Err(format!("`{entry}`: `*.` goes before a host name")),
+                Ok(_) => return Err(AddrError::WildcardBeforeIp(entry.into())),
                 Err(why) => return Err(why),
             },
             None if host.contains('*') => {
-                return Err(format!("`{entry}`: `*` is allowed only as a leading `*.`"));
+                return Err(AddrError::Wildcard(entry.into()));
             }
             None => Pattern::Exact(Host::parse(host)?),
         };

@@ -22,6 +22,7 @@ mod sni;
 #[cfg(test)]
 mod tests;
 
+pub use addr::AddrError;
 use addr::{Entry, Host};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -87,7 +88,7 @@ impl Grant {
     }
 
     /// Checks an entry's syntax for the policy loader: `Err(why)`.
-    pub fn check_entry(entry: &str) -> Result<(), String> {
+    pub fn check_entry(entry: &str) -> Result<(), AddrError> {
         Entry::parse(entry).map(|_| ())
     }
 

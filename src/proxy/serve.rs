@@ -1,7 +1,7 @@
 //! One connection from the run: its request head, the judgement, the dial,
 //! and the relay.
 
-use super::addr::{Host, is_public, parse_authority};
+use super::addr::{AddrError, Host, is_public, parse_authority};
 use super::sni::{self, Hello};
 use super::{Dialed, MAX_HEAD, Shared};
 use std::io::{self, Read, Write};
@@ -20,6 +20,32 @@ const RELAY_BUFFER: usize = 16 * 1024;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 const NOT_LISTED: &str = "not on the policy's network.allow list";
+
+/// Why a request head is malformed (answered 400).
+#[derive(Debug, thiserror::Error)]
+enum Malformed {
+    #[error("the request line is not printable ASCII")]
+    NotAscii,
+    #[error("not an HTTP request line")]
+    NotRequestLine,
+    #[error("not an HTTP/1 request line")]
+    NotHttp1,
+    #[error(transparent)]
+    Addr(#[from] AddrError),
+    /// The target, cut to be printable.
+    #[error("`{0}` is not an absolute http:// URL; this is a proxy")]
+    NotAbsoluteUrl(String),
+    #[error("a URL with credentials before the host is not passed on")]
+    Credentials,
+    #[error("folded header lines are not accepted")]
+    FoldedHeader,
+    #[error("a header line has no `:`")]
+    NoColon,
+    #[error("a header name is not a token")]
+    HeaderName,
+    #[error("two Host headers")]
+    TwoHosts,
+}
 
 /// Why a request is not served, and the status that says so.
 #[derive(Debug)]
@@ -99,6 +125,7 @@ pub(super) fn serve(shared: &Shared, id: u64, mut client: TcpStream) {
     let target = match parse_request_line(lines.next().unwrap_or_default()) {
         Ok(t) => t,
         Err(why) => {
+            let why = why.to_string();
             respond(&mut client, 400, &format!("agent-rsh: {why}\n"), Some(&why));
             return;
         }
@@ -160,7 +187,7 @@ fn judge<'a>(
     let (upstream_head, host_header) = if target.connect {
         (Vec::new(), None)
     } else {
-        rewrite_head(target, headers).map_err(|why| Refusal::new(400, why))?
+        rewrite_head(target, headers).map_err(|why| Refusal::new(400, why.to_string()))?
     };
     if !shared.grant.admits_host(&target.host, target.port) {
         return Err(Refusal::new(403, NOT_LISTED));
@@ -317,16 +344,16 @@ fn head_end(buf: &[u8], from: usize) -> Option<usize> {
 
 /// `METHOD TARGET HTTP/1.x`: CONNECT with `host:port`, anything else with
 /// an absolute `http://` URL (a proxy is asked for URLs, not paths).
-fn parse_request_line(line: &[u8]) -> Result<Target, String> {
+fn parse_request_line(line: &[u8]) -> Result<Target, Malformed> {
     let line = std::str::from_utf8(line)
         .ok()
         .filter(|l| l.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
-        .ok_or("the request line is not printable ASCII")?;
+        .ok_or(Malformed::NotAscii)?;
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("not an HTTP request line".into());
+        return Err(Malformed::NotRequestLine);
     };
     let is_token = |s: &str| {
         !s.is_empty()
@@ -335,7 +362,7 @@ fn parse_request_line(line: &[u8]) -> Result<Target, String> {
     };
     let is_http1 = version.len() == 8 && version.starts_with("HTTP/1.");
     if !(is_token(method) && is_http1) {
-        return Err("not an HTTP/1 request line".into());
+        return Err(Malformed::NotHttp1);
     }
     if method == "CONNECT" {
         let (host, port) = parse_authority(target, None)?;
@@ -354,16 +381,13 @@ fn parse_request_line(line: &[u8]) -> Result<Target, String> {
         "http" => (false, 80),
         "https" => (true, 443),
         _ => {
-            return Err(format!(
-                "`{}` is not an absolute http:// URL; this is a proxy",
-                printable(target, 100)
-            ));
+            return Err(Malformed::NotAbsoluteUrl(printable(target, 100)));
         }
     };
     let rest = &target[scheme_end + 3..];
     let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
     if authority.contains('@') {
-        return Err("a URL with credentials before the host is not passed on".into());
+        return Err(Malformed::Credentials);
     }
     let path = path.split('#').next().unwrap_or_default();
     let path = if path.starts_with('/') {
@@ -388,21 +412,21 @@ fn parse_request_line(line: &[u8]) -> Result<Target, String> {
 fn rewrite_head<'a>(
     target: &Target,
     headers: impl Iterator<Item = &'a [u8]>,
-) -> Result<(Vec<u8>, Option<String>), String> {
+) -> Result<(Vec<u8>, Option<String>), Malformed> {
     let mut out = format!("{} {} {}\r\n", target.method, target.path, target.version).into_bytes();
     let mut host = None;
     for line in headers.take_while(|l| !l.is_empty()) {
         // A folded line continues the header above; proxy and server could
         // read it differently, so it is not passed on.
         if line.starts_with(b" ") || line.starts_with(b"\t") {
-            return Err("folded header lines are not accepted".into());
+            return Err(Malformed::FoldedHeader);
         }
         let Some(colon) = line.iter().position(|&b| b == b':') else {
-            return Err("a header line has no `:`".into());
+            return Err(Malformed::NoColon);
         };
         let name = &line[..colon];
         if name.is_empty() || name.iter().any(|b| !b.is_ascii_graphic()) {
-            return Err("a header name is not a token".into());
+            return Err(Malformed::HeaderName);
         }
         if name.eq_ignore_ascii_case(b"proxy-connection")
             || name.eq_ignore_ascii_case(b"proxy-authorization")
@@ -411,7 +435,7 @@ fn rewrite_head<'a>(
         }
         if name.eq_ignore_ascii_case(b"host") {
             if host.is_some() {
-                return Err("two Host headers".into());
+                return Err(Malformed::TwoHosts);
             }
             host = Some(String::from_utf8_lossy(line[colon + 1..].trim_ascii()).into_owned());
         }

@@ -12,6 +12,7 @@ use crate::check::{self, Denial};
 use crate::engine::{self, RunOptions, TextSink};
 use crate::plan::StdinMode;
 use crate::result::{RunResult, Status, code};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -33,6 +34,12 @@ pub struct Session {
     interactive: bool,
     /// Where the current line started, for its audit record.
     line_cwd: PathBuf,
+    /// The current line's setup warnings (what this machine and account
+    /// cannot enforce: `engine::execute_noting_setup`).
+    setup: Vec<String>,
+    /// Setup warnings already said in this session, by what they say is
+    /// lost (`setup_key`): each is said once, not after every command.
+    said: HashSet<String>,
 }
 
 impl Session {
@@ -45,6 +52,8 @@ impl Session {
             last_status: 0,
             interactive: false,
             line_cwd: PathBuf::new(),
+            setup: Vec::new(),
+            said: HashSet::new(),
         }
     }
 
@@ -271,7 +280,15 @@ impl Session {
                     workspace: Some(self.login.home.clone()),
                     ..RunOptions::default()
                 };
-                let r = engine::execute(&self.login.policy, &req, &opts, &mut TextSink);
+                let mut setup = Vec::new();
+                let r = engine::execute_noting_setup(
+                    &self.login.policy,
+                    &req,
+                    &opts,
+                    &mut TextSink,
+                    &mut setup,
+                );
+                self.setup = setup;
                 if is_missing_cwd(&r) {
                     // A command removed the directory the shell was in.
                     self.cwd = PathBuf::new();
@@ -304,6 +321,7 @@ impl Session {
             self.refusals += 1;
         }
         self.report(&r, limit);
+        self.setup.clear();
         if let Some(log) = &self.login.audit {
             let mut rec = Record::command(
                 &self.login.origin,
@@ -328,9 +346,12 @@ impl Session {
         Next::Continue
     }
 
-    fn report(&self, r: &RunResult, limit: u32) {
+    fn report(&mut self, r: &RunResult, limit: u32) {
         let mut err = std::io::stderr().lock();
         for w in &r.warnings {
+            if self.setup.contains(w) && !self.said.insert(setup_key(w).to_string()) {
+                continue;
+            }
             let _ = writeln!(err, "agent-rsh: warning: {w}");
         }
         match r.status {
@@ -455,6 +476,13 @@ impl Session {
             p.limits.timeout_ms.div_ceil(1000)
         );
     }
+}
+
+/// What a setup warning says is lost, without why: the text before its
+/// first `: ` ("limits.memory_bytes (N bytes) is not enforced"). The why
+/// may name something of this run only (its cgroup's directory).
+fn setup_key(w: &str) -> &str {
+    w.split_once(": ").map_or(w, |(what, _)| what)
 }
 
 fn is_missing_cwd(r: &RunResult) -> bool {

@@ -6,6 +6,7 @@
 pub mod accounts;
 pub mod mcp;
 mod prereq;
+pub mod tmux;
 
 pub use prereq::*;
 

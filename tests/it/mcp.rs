@@ -2,7 +2,8 @@
 //! binary driven over its stdin and stdout, one JSON-RPC message per line.
 
 use crate::common::mcp::Client;
-use crate::common::{BIN, TestPolicy, marker, policy, sleeps_with, wait_until};
+use crate::common::tmux::{Tmux, sh_quote};
+use crate::common::{BIN, TestPolicy, marker, policy, ready, sleeps_with, wait_until};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -528,6 +529,49 @@ fn closing_stdin_stops_runs_and_exits() {
         "{:?}",
         sleeps_with(&marker)
     );
+}
+
+/// Typed on a terminal, `agent-rsh mcp` says once that it waits for a
+/// client and how to leave, then serves as usual; under a client (stdin a
+/// pipe) it says nothing.
+#[test]
+fn on_a_terminal_it_says_it_waits_for_a_client() {
+    if !ready(
+        "mcp::on_a_terminal_it_says_it_waits_for_a_client",
+        false,
+        &["tmux"],
+    ) {
+        return;
+    }
+    let notice = "waiting for an MCP client on stdin/stdout";
+    let t = Tmux::start(
+        &format!(
+            "env -u AGENT_RSH_POLICY {} mcp; echo mcp-exit=$?; sleep 60",
+            sh_quote(BIN)
+        ),
+        200,
+        50,
+    );
+    let s = t.wait("the notice", |s| s.contains(notice));
+    assert!(s.contains("Ctrl-D"), "{s}");
+    t.keys(&[r#"{"jsonrpc":"2.0","id":"typed","method":"ping"}"#, "Enter"]);
+    t.wait("the answer", |s| {
+        s.contains(r#""id":"typed""#) && s.contains("result")
+    });
+    t.keys(&["C-d"]);
+    let s = t.wait("the exit", |s| s.contains("mcp-exit="));
+    assert!(s.contains("mcp-exit=0"), "{s}");
+    assert_eq!(s.matches(notice).count(), 1, "{s}");
+
+    let out = Command::new(BIN)
+        .arg("mcp")
+        .env_remove("AGENT_RSH_POLICY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains(notice), "{err}");
 }
 
 #[test]

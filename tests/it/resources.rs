@@ -582,6 +582,10 @@ fn an_account_without_a_cgroup_is_told_memory_is_bounded_per_process_only() {
         err.contains(&format!("agent-rsh: warning: {said}")),
         "{err}"
     );
+    assert!(
+        err.contains("`limits.memory_bytes = 0` in the policy silences this"),
+        "{err}"
+    );
     // Without a memory bound in the policy, nothing is lost.
     let p = Shared::new(&POLICY.replace("memory_bytes = 1073741824", "memory_bytes = 0"));
     let (r, out, _) = run_py(u.agent(), &p.path(), 60_000, "print('ran')", &[]);

@@ -1146,6 +1146,47 @@ fn a_script_warns_only_when_its_interpreter_cannot_execute() {
     );
 }
 
+/// An account without a cgroup of the run's own (simulated here, as a
+/// newcomer's account has none) cannot have `limits.memory_bytes`
+/// enforced: a run says so once and how to silence it, and with
+/// `limits.memory_bytes = 0` it says nothing. Root without a run cgroup is
+/// refused instead; `resources::an_account_without_a_cgroup_is_told_memory_is_bounded_per_process_only`
+/// checks the same words as a throwaway account.
+#[test]
+fn an_unenforced_memory_bound_says_how_to_silence_it() {
+    if common::root() {
+        return;
+    }
+    let run = |memory: &str| {
+        let p = policy(&format!(
+            "[commands]\nallow = [\"echo\"]\n[limits]\nmemory_bytes = {memory}\n"
+        ));
+        let out = agent()
+            .args(["run", "--policy"])
+            .arg(&p.path)
+            .arg("echo hi")
+            .env(agent_rsh::confine::probe::SIMULATE_ENV, "cgroup")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run("1073741824");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("limits.memory_bytes (1073741824 bytes) is not enforced"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(
+        said[0].ends_with(
+            "`limits.memory_bytes = 0` in the policy silences this (a delegated cgroup enforces it)"
+        ),
+        "{err}"
+    );
+    let err = run("0");
+    assert!(!err.contains("limits.memory_bytes"), "{err}");
+}
+
 #[test]
 fn kernel_refusal_warnings_name_the_path_or_program() {
     // No memory bound: an account without a cgroup of its own would get a

@@ -620,6 +620,46 @@ fn start_shell(sys: &System, u: &User, status: &Path) -> Tmux {
     tmux
 }
 
+/// An account without a cgroup of its own cannot have `limits.memory_bytes`
+/// enforced: its login session says so, and how to silence it, once, not
+/// after every command.
+#[test]
+fn the_unenforced_memory_bound_is_said_once_a_session() {
+    if !ready("the_unenforced_memory_bound_is_said_once_a_session", &[]) {
+        return;
+    }
+    let sys = System::new(&format!("{BASE}[limits]\nmemory_bytes = 1073741824\n"));
+    let u = User::with_home(&[]);
+    let out = run_with_stdin(
+        sys.login(&u, "-agent-rsh", &[]),
+        b"echo one\necho two\necho three\n",
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text(&out.stdout), "one\ntwo\nthree\n");
+    let said = |err: &str| {
+        err.lines()
+            .filter(|l| l.contains("limits.memory_bytes (1073741824 bytes) is not enforced"))
+            .count()
+    };
+    let err = text(&out.stderr);
+    // One command alone says it when nothing enforces the bound here (a
+    // cgroup delegated to the account would): a session of three says it
+    // as often, once.
+    let one = sys
+        .login(&u, "agent-rsh", &["-c", "echo one"])
+        .output()
+        .unwrap();
+    let alone = text(&one.stderr);
+    assert_eq!(said(&err), said(&alone), "{err}\n---\n{alone}");
+    assert!(said(&err) <= 1, "{err}");
+    if said(&err) == 1 {
+        assert!(
+            err.contains("`limits.memory_bytes = 0` in the policy silences this"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn a_planted_history_symlink_is_not_followed() {
     if !ready("a_planted_history_symlink_is_not_followed", &[]) {
