@@ -183,7 +183,7 @@ const COUNTED: [&str; 4] = ["syntax", "length", "tmp", "script"];
 
 /// The share of the corpus refused for syntax, length, /tmp or script
 /// reasons when this test was written (per mille), to be brought to 10.
-const MEASURED_PER_MILLE: usize = 32;
+const MEASURED_PER_MILLE: usize = 29;
 
 #[test]
 fn agent_corpus_refusals_for_the_coding_loop_do_not_grow_past_the_measured_share() {
