@@ -65,6 +65,12 @@ const FATAL_TOP: i32 = 127;
 /// memory with reports).
 const MAX_REPORTS: usize = 20_000;
 
+/// How one pass of a loop's body ended (`Interp::loop_pass`).
+enum Pass {
+    Next(i32),
+    Done(i32),
+}
+
 enum Unwind {
     Exit(i32),
     Break(u32),
@@ -702,6 +708,20 @@ impl Interp<'_> {
 
     // ---- lists ----
 
+    /// One pass of a loop's body. `break` and `continue` of this loop
+    /// end here (`Done` ends the loop; `Next` goes on, the status being
+    /// the last command's); those of an outer loop go up one level.
+    fn loop_pass(&mut self, body: &List) -> R<Pass> {
+        match self.exec_list(body) {
+            Ok(s) => Ok(Pass::Next(s)),
+            Err(Unwind::Break(n)) if n > 1 => Err(Unwind::Break(n - 1)),
+            Err(Unwind::Break(_)) => Ok(Pass::Done(self.status)),
+            Err(Unwind::Continue(n)) if n > 1 => Err(Unwind::Continue(n - 1)),
+            Err(Unwind::Continue(_)) => Ok(Pass::Next(self.status)),
+            Err(e) => Err(e),
+        }
+    }
+
     fn exec_list(&mut self, l: &List) -> R<i32> {
         for ao in l {
             self.status = self.exec_and_or(ao)?;
@@ -946,13 +966,9 @@ impl Interp<'_> {
                     if (c == 0) == *until {
                         break Ok(last);
                     }
-                    match me.exec_list(body) {
-                        Ok(s) => last = s,
-                        Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
-                        Err(Unwind::Break(_)) => break Ok(me.status),
-                        Err(Unwind::Continue(n)) if n > 1 => return Err(Unwind::Continue(n - 1)),
-                        Err(Unwind::Continue(_)) => last = me.status,
-                        Err(e) => return Err(e),
+                    match me.loop_pass(body)? {
+                        Pass::Next(s) => last = s,
+                        Pass::Done(s) => break Ok(s),
                     }
                 })();
                 me.loop_depth -= 1;
@@ -977,15 +993,9 @@ impl Interp<'_> {
                     for item in items {
                         me.screen(name, *offset)?;
                         me.set_var(name, item);
-                        match me.exec_list(body) {
-                            Ok(s) => last = s,
-                            Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
-                            Err(Unwind::Break(_)) => return Ok(me.status),
-                            Err(Unwind::Continue(n)) if n > 1 => {
-                                return Err(Unwind::Continue(n - 1));
-                            }
-                            Err(Unwind::Continue(_)) => last = me.status,
-                            Err(e) => return Err(e),
+                        match me.loop_pass(body)? {
+                            Pass::Next(s) => last = s,
+                            Pass::Done(s) => return Ok(s),
                         }
                     }
                     Ok(last)
@@ -1011,13 +1021,9 @@ impl Interp<'_> {
                     if !go {
                         break Ok(last);
                     }
-                    match me.exec_list(body) {
-                        Ok(s) => last = s,
-                        Err(Unwind::Break(n)) if n > 1 => return Err(Unwind::Break(n - 1)),
-                        Err(Unwind::Break(_)) => break Ok(me.status),
-                        Err(Unwind::Continue(n)) if n > 1 => return Err(Unwind::Continue(n - 1)),
-                        Err(Unwind::Continue(_)) => last = me.status,
-                        Err(e) => return Err(e),
+                    match me.loop_pass(body)? {
+                        Pass::Next(s) => last = s,
+                        Pass::Done(s) => break Ok(s),
                     }
                     me.arith_step("", step)?;
                 })();
