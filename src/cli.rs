@@ -238,7 +238,7 @@ pub fn main() -> ExitCode {
         }
         return exit_code(crate::shell::main(inv));
     }
-    if args.len() == 2 && args[1] == crate::jobs::cli::SUPERVISE {
+    if args.len() == 2 && args[1] == crate::jobs::SUPERVISE {
         return exit_code(crate::jobs::cli::supervise());
     }
     let cli = match Cli::try_parse_from(&args) {

@@ -7,11 +7,15 @@
 //!   `sys`, `audit`, `proxy` (the filtering egress proxy of a run whose
 //!   network is an allow list; std and serde only);
 //! - the judge of one argv, `check` (allowlist, argument rules, guards,
-//!   wrappers, env, cwd); the interpreter, `script`, on it; `plan` (which
-//!   may carry a checked script); and the door, `admit`, on them all:
-//!   (policy, request) → `Plan` or `Denial`;
-//! - the engine: `confine` and `exec` run a plan, `engine::execute` is the
-//!   check-then-execute call every face makes;
+//!   wrappers, env, cwd; which shells are the interpreter is the policy's
+//!   answer, `Policy::interprets_shell`); the interpreter, `script`, on
+//!   it; `plan` on the interpreter (a plan may carry a checked script);
+//!   and the door, `admit`, on them all: (policy, request) → `Plan` or
+//!   `Denial`;
+//! - the engine: `confine` (which makes agent-rsh the shells of a run's
+//!   mount view, `script::interpreter_program` and `script::ShellJob`)
+//!   and `exec` run a plan, `engine::execute` is the check-then-execute
+//!   call every face makes;
 //! - the faces on top: `cli` (with `flags`, the request's flags it shares
 //!   with `jobs`), `shell`, `jobs`, `mcp`, `doctor`.
 

@@ -1,5 +1,6 @@
 //! `Plan`: a checked request, everything exec needs and nothing it must decide.
 
+use crate::script::ScriptPlan;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,28 +22,6 @@ pub enum StdinMode {
     /// serialized.
     #[serde(skip)]
     Fd(std::os::fd::RawFd),
-}
-
-/// Where a run's mount view holds the job of its nested shells, on the
-/// view's read-only root: nothing the run does to its environment or
-/// descriptors changes what a nested shell checks.
-pub const SHELL_JOB: &str = "/.agent-rsh/job.json";
-
-/// What a nested shell in a run's mount view reads from `SHELL_JOB`: the
-/// run's policy and workspace.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct ShellJob {
-    pub policy: crate::policy::Policy,
-    pub workspace: PathBuf,
-}
-
-/// agent-rsh's own binary, canonical: the program a compound command's
-/// run executes (`agent-rsh __script FD`), and the shells of a run's
-/// mount view.
-pub fn agent_rsh_binary() -> PathBuf {
-    std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
 }
 
 #[derive(Debug, Clone)]
@@ -67,7 +46,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// A compound command: `program` and `argv` are agent-rsh's own
     /// interpreter, which runs this checked script in the confined process.
-    pub script: Option<std::sync::Arc<crate::script::ScriptPlan>>,
+    pub script: Option<std::sync::Arc<ScriptPlan>>,
     /// An fd the command child keeps across exec (the interpreter's job).
     pub pass_fd: Option<std::os::fd::RawFd>,
 }

@@ -181,7 +181,7 @@ impl Judge<'_, '_> {
         // it runs, and without the view the kernel lets it execute only when
         // the policy allows that shell. Its words are still judged below.
         let interpreted = self.policy.syntax == crate::policy::Syntax::Compound
-            && crate::script::scripts::interpreted(self.policy, texts[0]);
+            && self.policy.interprets_shell(texts[0]);
         if let Some(by) = wrapper
             && !interpreted
             && let Err(mut d) = (self.resolve)(texts[0])

@@ -632,7 +632,7 @@ impl Confinement {
                 .map_err(|e| ConfineError::LandlockRuleset { why: e.to_string() })?
             {
                 Some(fd) => {
-                    if *program != crate::plan::agent_rsh_binary() {
+                    if *program != crate::script::interpreter_program() {
                         net_layer = Some(fd);
                     }
                 }
@@ -665,7 +665,7 @@ impl Confinement {
         // interpreter (nested shells: make's, npm's, git's, Python's).
         // Not from a place the run could write (as the interpreter itself).
         let shell_binary = (!off && policy.syntax == crate::policy::Syntax::Compound)
-            .then(crate::plan::agent_rsh_binary)
+            .then(crate::script::interpreter_program)
             .filter(|b| {
                 !b.starts_with(workspace) && !policy.scopes.write.iter().any(|w| b.starts_with(w))
             });
@@ -1382,7 +1382,7 @@ pub fn errno() -> i32 {
 
 /// The job of the run's nested shells: its policy and workspace.
 fn shell_job(policy: &Policy, workspace: &Path) -> Result<Vec<u8>, ConfineError> {
-    let job = crate::plan::ShellJob {
+    let job = crate::script::ShellJob {
         policy: policy.clone(),
         workspace: workspace.to_path_buf(),
     };

@@ -164,7 +164,7 @@ pub const SHELL_PATHS: &[&str] = &[
     "/usr/bin/dash",
 ];
 
-use crate::plan::SHELL_JOB;
+use crate::script::SHELL_JOB;
 
 /// Landlock READ_FILE.
 const READ_FILE: u64 = 1 << 2;

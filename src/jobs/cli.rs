@@ -349,10 +349,6 @@ fn output(policy: &Policy, a: OutputArgs) -> Result<i32, JobError> {
     Ok(st.exit_code())
 }
 
-/// The name of the detached supervisor's entry: not a subcommand (no
-/// help, no completion), recognized by `cli::main` before parsing.
-pub const SUPERVISE: &str = "__supervise";
-
 /// `__supervise`: only meaningful with the fds `launch` hands over.
 pub fn supervise() -> i32 {
     // SAFETY: fcntl probes; no memory effects.

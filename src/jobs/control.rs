@@ -236,7 +236,7 @@ fn kill_supervisor(job: &JobDir) {
     let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw as i32) };
     let ours = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         c.split(|&b| b == 0)
-            .any(|a| a == super::cli::SUPERVISE.as_bytes())
+            .any(|a| a == super::SUPERVISE.as_bytes())
     });
     if ours && job.alive() {
         // SAFETY: pidfd_send_signal on a pidfd we own.

@@ -79,12 +79,7 @@ pub fn gc(policy: &Policy) -> JobResult<GcReport> {
                 }
             }
         }
-        for r in retain_bounded(&state, policy) {
-            match r {
-                Ok(id) => rep.removed_jobs.push(id),
-                Err(e) => rep.errors.push(e),
-            }
-        }
+        retain_bounded(&state, policy, &mut rep);
     }
     stale_workspaces(policy, retain, now, &live_workspaces, &mut rep);
     rep.removed_cgroups = crate::confine::cgroup::gc()
@@ -118,8 +113,8 @@ struct Kept {
 /// `jobs.max_retained_bytes` together: the ones that ended first go
 /// until both hold. Running jobs are never touched. Called with the state
 /// dir's lock held (by spawn, before a new job, and by `jobs --gc`);
-/// answers the removed ids, or what could not be removed.
-pub(super) fn retain_bounded(state: &StateDir, policy: &Policy) -> Vec<Result<String, String>> {
+/// adds the removed ids, and what could not be removed, to `rep`.
+pub(super) fn retain_bounded(state: &StateDir, policy: &Policy, rep: &mut GcReport) {
     let mut kept: Vec<Kept> = state
         .jobs()
         .into_iter()
@@ -146,7 +141,6 @@ pub(super) fn retain_bounded(state: &StateDir, policy: &Policy) -> Vec<Result<St
     let max_bytes = policy.jobs.max_retained_bytes;
     let mut count = kept.len();
     let mut bytes: u64 = kept.iter().map(|k| k.bytes).sum();
-    let mut out = Vec::new();
     for k in kept {
         if count <= max_count && bytes <= max_bytes {
             break;
@@ -164,13 +158,12 @@ pub(super) fn retain_bounded(state: &StateDir, policy: &Policy) -> Vec<Result<St
                 }
                 count -= 1;
                 bytes = bytes.saturating_sub(k.bytes);
-                out.push(Ok(k.job.id.clone()));
+                rep.removed_jobs.push(k.job.id.clone());
             }
             Ok(false) => {}
-            Err(e) => out.push(Err(format!("job {}: {e}", k.job.id))),
+            Err(e) => rep.errors.push(format!("job {}: {e}", k.job.id)),
         }
     }
-    out
 }
 
 /// Bytes of the files in a job's directory, and the newest change (ms).

@@ -22,6 +22,10 @@
 //! N/{stdout,stderr,both}.{head,seg.I.L}   output (see `store`)
 //! ```
 
+/// The name of the detached supervisor's entry: not a subcommand (no
+/// help, no completion), recognized by `cli::main` before parsing.
+pub const SUPERVISE: &str = "__supervise";
+
 pub mod cli;
 mod control;
 mod error;

@@ -99,8 +99,9 @@ pub fn spawn(policy: &Policy, sreq: &SpawnRequest) -> JobResult<Spawned> {
     };
 
     let global = state.lock()?;
-    // Finished jobs beyond jobs.max_retained / max_retained_bytes go now.
-    let _ = super::gc::retain_bounded(&state, policy);
+    // Finished jobs beyond jobs.max_retained / max_retained_bytes go now;
+    // what cannot be removed is left for `jobs --gc` to report.
+    super::gc::retain_bounded(&state, policy, &mut super::GcReport::default());
     let running = state.jobs().iter().filter(|j| j.alive()).count();
     if running >= policy.jobs.max_concurrent as usize {
         let d = Denial::new(

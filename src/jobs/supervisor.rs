@@ -87,7 +87,7 @@ pub(super) fn launch(spec: &Spec, lock: &File) -> JobResult<Ready> {
         serde_json::to_vec(spec).map_err(|e| JobError::io("spec", io::Error::other(e)))?;
     let (rw, lk) = (ready_w.as_raw_fd(), lock.as_raw_fd());
     let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg(super::cli::SUPERVISE)
+    cmd.arg(super::SUPERVISE)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

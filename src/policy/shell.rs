@@ -1,4 +1,5 @@
-//! `[shell]`: the interactive shell and the login contract.
+//! `[shell]`: the interactive shell and the login contract; and which
+//! shells a run's commands start are agent-rsh's own interpreter.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,5 +24,23 @@ impl Default for ShellPolicy {
             allow_policy_env: false,
             history_size: 1000,
         }
+    }
+}
+
+/// The shells whose scripts agent-rsh runs itself.
+pub const SHELLS: &[&str] = &["sh", "bash", "dash"];
+
+/// Whether a command word names a shell (`sh`, `/bin/bash`, ...).
+pub fn is_shell(word: &str) -> bool {
+    SHELLS.contains(&word.rsplit('/').next().unwrap_or(word))
+}
+
+impl super::Policy {
+    /// Whether a shell named by `word` runs on agent-rsh's interpreter: a
+    /// shell the policy allows by name (`commands.allow = ["bash"]`) is
+    /// that program, as the policy says; any other is the interpreter.
+    pub fn interprets_shell(&self, word: &str) -> bool {
+        let name = word.rsplit('/').next().unwrap_or(word);
+        is_shell(word) && !self.commands.allow.iter().any(|a| a == name)
     }
 }

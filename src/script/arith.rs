@@ -594,6 +594,7 @@ fn number(t: &str) -> Result<i64, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::script::ShellError;
     use std::collections::HashMap;
 
     struct M(HashMap<String, String>);
@@ -607,14 +608,16 @@ mod tests {
         }
     }
 
-    fn ev(e: &str) -> Result<i64, String> {
+    fn ev(e: &str) -> Result<i64, ShellError> {
         let mut m = M(HashMap::new());
         m.0.insert("x".into(), "1+2".into());
         m.0.insert("n".into(), "5".into());
-        eval(e, &mut m).map_err(|e| match e {
-            Error::Eval(s) => s,
-            Error::Denied(d) => d.reason,
-            Error::Unbound(n) => n,
+        eval(e, &mut m).map_err(|e| {
+            ShellError(match e {
+                Error::Eval(s) => s,
+                Error::Denied(d) => d.reason,
+                Error::Unbound(n) => n,
+            })
         })
     }
 
@@ -699,7 +702,7 @@ mod tests {
                 "x=: syntax error: operand expected (error token is \"=\")",
             ),
         ] {
-            assert_eq!(ev(e), Err(m.to_string()), "{e}");
+            assert_eq!(ev(e), Err(ShellError(m.to_string())), "{e}");
         }
     }
 }

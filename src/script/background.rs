@@ -18,6 +18,7 @@
 //! pipeline stage, a command substitution, a background job) starts with
 //! no traps, signals ignored with `trap '' SIG` staying ignored.
 
+use super::ShellError;
 use super::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -116,7 +117,7 @@ enum Condition {
     Signal(i32),
 }
 
-fn condition(spec: &str) -> Result<Condition, String> {
+fn condition(spec: &str) -> Result<Condition, ShellError> {
     let up = spec.to_ascii_uppercase();
     let bare = up.strip_prefix("SIG").unwrap_or(&up);
     if bare == "EXIT" || spec == "0" {
@@ -139,9 +140,10 @@ fn condition(spec: &str) -> Result<Condition, String> {
         return Err(format!(
             "{spec}: agent-rsh runs traps for EXIT, ERR, {} only",
             supported.join(", ")
-        ));
+        )
+        .into());
     }
-    Err(format!("{spec}: invalid signal specification"))
+    Err(format!("{spec}: invalid signal specification").into())
 }
 
 /// Other signal names bash knows, for a message that says what is

@@ -6,6 +6,7 @@
 //! bounds what they can learn. Every name a builtin assigns is screened as
 //! an assignment is.
 
+use super::ShellError;
 use super::*;
 use crate::script::arith;
 use crate::script::parse::{is_binary, is_unary};
@@ -125,10 +126,10 @@ impl Interp<'_> {
     }
 
     /// An arithmetic expression: its value, or bash's message.
-    fn arith_eval(&mut self, expr: &str) -> R<Result<i64, String>> {
+    fn arith_eval(&mut self, expr: &str) -> R<Result<i64, ShellError>> {
         match expand::arith(expr, self) {
             Ok(v) => Ok(Ok(v)),
-            Err(arith::Error::Eval(m)) => Ok(Err(m)),
+            Err(arith::Error::Eval(m)) => Ok(Err(m.into())),
             Err(arith::Error::Denied(d)) => Err(self.deny(d)),
             Err(arith::Error::Unbound(n)) => {
                 say(&format!("{n}: unbound variable"));
@@ -1226,14 +1227,14 @@ struct Test<'a, 'b, 's> {
 }
 
 /// test's integers: blanks around an optional sign and decimal digits.
-fn test_int(s: &str) -> Result<i64, String> {
+fn test_int(s: &str) -> Result<i64, ShellError> {
     let t = s.trim_matches([' ', '\t', '\n']);
     let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("{s}: integer expression expected"));
+        return Err(format!("{s}: integer expression expected").into());
     }
     t.parse::<i64>()
-        .map_err(|_| format!("{s}: integer expression expected"))
+        .map_err(|_| format!("{s}: integer expression expected").into())
 }
 
 fn file_times(p: &str) -> Option<(i64, i64)> {
@@ -1282,7 +1283,7 @@ impl Test<'_, '_, '_> {
         self.args.get(i).map(String::as_str).unwrap_or("")
     }
 
-    fn binary(&mut self, i: usize) -> Result<bool, String> {
+    fn binary(&mut self, i: usize) -> Result<bool, ShellError> {
         let (a, op, b) = (self.arg(i), self.arg(i + 1), self.arg(i + 2));
         let ints = if op.starts_with('-') && !matches!(op, "-nt" | "-ot" | "-ef") {
             (test_int(a)?, test_int(b)?)
@@ -1292,7 +1293,7 @@ impl Test<'_, '_, '_> {
         Ok(binary_test(op, a, b, ints))
     }
 
-    fn two(&mut self, i: usize) -> Result<bool, String> {
+    fn two(&mut self, i: usize) -> Result<bool, ShellError> {
         let (a, b) = (self.arg(i).to_string(), self.arg(i + 1).to_string());
         if a == "!" {
             return Ok(b.is_empty());
@@ -1300,10 +1301,10 @@ impl Test<'_, '_, '_> {
         if is_unary(&a) {
             return Ok(self.me.unary_test(&a, &b));
         }
-        Err(format!("{a}: unary operator expected"))
+        Err(format!("{a}: unary operator expected").into())
     }
 
-    fn three(&mut self, i: usize) -> Result<bool, String> {
+    fn three(&mut self, i: usize) -> Result<bool, ShellError> {
         let op = self.arg(i + 1);
         if is_binary(op) {
             return self.binary(i);
@@ -1320,10 +1321,10 @@ impl Test<'_, '_, '_> {
         if self.arg(i) == "(" && self.arg(i + 2) == ")" {
             return Ok(!self.arg(i + 1).is_empty());
         }
-        Err(format!("{op}: binary operator expected"))
+        Err(format!("{op}: binary operator expected").into())
     }
 
-    fn full(&mut self) -> Result<bool, String> {
+    fn full(&mut self) -> Result<bool, ShellError> {
         let v = self.or()?;
         if self.pos < self.args.len() {
             return Err("too many arguments".into());
@@ -1331,7 +1332,7 @@ impl Test<'_, '_, '_> {
         Ok(v)
     }
 
-    fn or(&mut self) -> Result<bool, String> {
+    fn or(&mut self) -> Result<bool, ShellError> {
         let mut v = self.and()?;
         while self.arg(self.pos) == "-o" && self.pos < self.args.len() {
             self.pos += 1;
@@ -1341,7 +1342,7 @@ impl Test<'_, '_, '_> {
         Ok(v)
     }
 
-    fn and(&mut self) -> Result<bool, String> {
+    fn and(&mut self) -> Result<bool, ShellError> {
         let mut v = self.term()?;
         while self.arg(self.pos) == "-a" && self.pos < self.args.len() {
             self.pos += 1;
@@ -1351,7 +1352,7 @@ impl Test<'_, '_, '_> {
         Ok(v)
     }
 
-    fn term(&mut self) -> Result<bool, String> {
+    fn term(&mut self) -> Result<bool, ShellError> {
         let n = self.args.len();
         if self.pos >= n {
             return Err("argument expected".into());
@@ -1365,7 +1366,7 @@ impl Test<'_, '_, '_> {
             let v = self.or()?;
             if self.arg(self.pos) != ")" || self.pos >= n {
                 return Err(match self.args.get(self.pos) {
-                    Some(t) => format!("`)' expected, found {t}"),
+                    Some(t) => format!("`)' expected, found {t}").into(),
                     None => "`)' expected".into(),
                 });
             }
@@ -1379,7 +1380,7 @@ impl Test<'_, '_, '_> {
         }
         if is_unary(self.arg(self.pos)) {
             if self.pos + 1 >= n {
-                return Err(format!("{}: argument expected", self.arg(self.pos)));
+                return Err(format!("{}: argument expected", self.arg(self.pos)).into());
             }
             let (op, a) = (
                 self.arg(self.pos).to_string(),
@@ -1525,7 +1526,7 @@ impl Cond<'_> {
                             match (x, y) {
                                 (Ok(x), Ok(y)) => (x, y),
                                 (Err(m), _) | (_, Err(m)) => {
-                                    say(&m);
+                                    say(&m.0);
                                     self.failed = Some(1);
                                     return Ok(false);
                                 }

@@ -7,6 +7,7 @@
 //! time; nothing at check time, where only words without expansions are
 //! taken as known).
 
+use super::ShellError;
 use super::ast::*;
 use super::glob::{self, Pattern};
 
@@ -243,7 +244,7 @@ pub fn has_braces(w: &Word) -> bool {
 }
 
 /// Brace expansion of one word into words.
-pub fn braces(w: &Word) -> Result<Vec<Word>, String> {
+pub fn braces(w: &Word) -> Result<Vec<Word>, ShellError> {
     if !has_braces(w) {
         return Ok(vec![w.clone()]);
     }
@@ -263,7 +264,7 @@ fn brace_expand<'a>(
     out: &mut Vec<Vec<Unit<'a>>>,
     depth: usize,
     budget: &mut usize,
-) -> Result<(), String> {
+) -> Result<(), ShellError> {
     if depth > 64 {
         return Err("brace expansion nested too deeply".into());
     }
@@ -327,7 +328,8 @@ fn brace_expand<'a>(
                     if out.len() > MAX_BRACE_WORDS {
                         return Err(format!(
                             "brace expansion makes more than {MAX_BRACE_WORDS} words"
-                        ));
+                        )
+                        .into());
                     }
                 }
             }
@@ -339,7 +341,7 @@ fn brace_expand<'a>(
     Ok(())
 }
 
-fn spend(budget: &mut usize, chars: usize) -> Result<(), String> {
+fn spend(budget: &mut usize, chars: usize) -> Result<(), ShellError> {
     *budget = budget
         .checked_sub(chars)
         .ok_or_else(|| format!("brace expansion makes more than {MAX_BRACE_CHARS} characters"))?;
@@ -347,7 +349,7 @@ fn spend(budget: &mut usize, chars: usize) -> Result<(), String> {
 }
 
 /// `{x..y}` / `{x..y..step}` over integers or single letters.
-fn sequence(us: &[Unit]) -> Result<Option<Vec<String>>, String> {
+fn sequence(us: &[Unit]) -> Result<Option<Vec<String>>, ShellError> {
     let mut text = String::new();
     for u in us {
         match u {
@@ -379,9 +381,7 @@ fn sequence(us: &[Unit]) -> Result<Option<Vec<String>>, String> {
         let w = width(a).max(width(b));
         let count = x.abs_diff(y) / step as u64 + 1;
         if count > MAX_BRACE_WORDS as u64 {
-            return Err(format!(
-                "brace expansion makes more than {MAX_BRACE_WORDS} words"
-            ));
+            return Err(format!("brace expansion makes more than {MAX_BRACE_WORDS} words").into());
         }
         let mut out = Vec::new();
         let mut v = x;
@@ -1295,7 +1295,7 @@ pub fn fields_judged(
     let words = braces(w).map_err(|m| {
         ExpandError::Denied(crate::check::Denial::new(
             "syntax.unsupported",
-            m,
+            m.0,
             "write the words out, or generate them with a program such as `seq`",
         ))
     })?;
@@ -1663,7 +1663,7 @@ mod tests {
             panic!()
         };
         let e = braces(&c.words[1]).unwrap_err();
-        assert!(e.contains("characters"), "{e}");
+        assert!(e.0.contains("characters"), "{e}");
         let ok = super::super::parse("echo {a,b}{c,d}x", 100).unwrap();
         let Command::Simple(c) = &ok.body[0].first.stages[0].command else {
             panic!()

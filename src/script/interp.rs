@@ -23,6 +23,7 @@ mod background;
 #[path = "builtins.rs"]
 mod builtins;
 
+use super::ShellError;
 use super::ast::*;
 use super::expand::{self, ExpandError, Shell, Tilde};
 use super::glob;
@@ -407,13 +408,13 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
 /// command it cannot run. None: not in a run's view (no job there).
 pub fn nested_main(args: &[std::ffi::OsString]) -> Option<i32> {
     let name = args.first()?.to_str()?;
-    if !scripts::is_shell(name) {
+    if !crate::policy::shell::is_shell(name) {
         return None;
     }
-    let raw = std::fs::read(crate::plan::SHELL_JOB).ok()?;
+    let raw = std::fs::read(crate::script::SHELL_JOB).ok()?;
     // SAFETY: as in `main`.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let job: crate::plan::ShellJob = match serde_json::from_slice(&raw) {
+    let job: crate::script::ShellJob = match serde_json::from_slice(&raw) {
         Ok(j) => j,
         Err(e) => {
             say(&format!("cannot read the run's shell job: {e}"));
@@ -554,11 +555,15 @@ impl<'s> Interp<'s> {
     }
 }
 
-fn read_job(fd: RawFd) -> Result<Job, String> {
+/// The job the run hands over in a sealed file (`MAGIC`, length, JSON).
+fn read_job(fd: RawFd) -> std::io::Result<Job> {
     let mut head = [0u8; 8];
     // SAFETY: pread into a stack buffer.
     if unsafe { libc::pread(fd, head.as_mut_ptr().cast(), 8, 0) } != 8 || &head[..4] != MAGIC {
-        return Err("not a job".into());
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a job",
+        ));
     }
     let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
     let mut buf = vec![0u8; len];
@@ -574,11 +579,11 @@ fn read_job(fd: RawFd) -> Result<Job, String> {
             )
         };
         if n <= 0 {
-            return Err("short job".into());
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         got += n as usize;
     }
-    serde_json::from_slice(&buf).map_err(|e| e.to_string())
+    Ok(serde_json::from_slice(&buf)?)
 }
 
 impl Interp<'_> {
@@ -1503,7 +1508,7 @@ impl Interp<'_> {
                 self.trace(&format!("{}[{key}]={}", a.name, xtrace_quote(&v)));
             }
             if let Err(m) = self.put_element(&a.name, key, v) {
-                say(&m);
+                say(&m.0);
                 return Err(Unwind::Abort);
             }
             return Ok(());
@@ -1985,7 +1990,7 @@ impl Interp<'_> {
                 Err(st) => Call::Status(st),
             }));
         }
-        if scripts::interpreted(&self.policy, name) {
+        if self.policy.interprets_shell(name) {
             return Ok(Some(self.script_call_shell(argv)));
         }
         if name == "npx"
@@ -2906,7 +2911,7 @@ impl Shell for Interp<'_> {
         let exported = self.opts.allexport || self.vars.get(name).is_some_and(|v| v.exported);
         verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
         self.put_element(name, key, value)
-            .map_err(ExpandError::Arith)
+            .map_err(|m| ExpandError::Arith(m.0))
     }
 
     fn warn(&mut self, msg: &str) {
@@ -3018,7 +3023,12 @@ impl Interp<'_> {
 
     /// Sets one element (the name screened already); the message of
     /// bash's error otherwise.
-    fn put_element(&mut self, name: &str, key: expand::Key, value: String) -> Result<(), String> {
+    fn put_element(
+        &mut self,
+        name: &str,
+        key: expand::Key,
+        value: String,
+    ) -> Result<(), ShellError> {
         let var = self.vars.entry(name.to_string()).or_default();
         if var.array.is_none() {
             let mut m = std::collections::BTreeMap::new();
@@ -3037,21 +3047,21 @@ impl Interp<'_> {
             (Some(Array::Assoc(m)), k) => {
                 let k = k.to_string();
                 if !m.contains_key(&k) && m.len() >= expand::MAX_ARRAY_ELEMENTS {
-                    return Err(full());
+                    return Err(full().into());
                 }
                 m.insert(k, value);
             }
             (Some(Array::Indexed(m)), expand::Key::Index(i)) => {
                 let last = m.keys().next_back().copied();
                 let Ok(i) = absolute_index(i, last) else {
-                    return Err(format!("{name}[{i}]: bad array subscript"));
+                    return Err(format!("{name}[{i}]: bad array subscript").into());
                 };
                 if !m.contains_key(&i) && m.len() >= expand::MAX_ARRAY_ELEMENTS {
-                    return Err(full());
+                    return Err(full().into());
                 }
                 m.insert(i, value);
             }
-            (_, k) => return Err(format!("{name}[{k}]: bad array subscript")),
+            (_, k) => return Err(format!("{name}[{k}]: bad array subscript").into()),
         }
         Ok(())
     }

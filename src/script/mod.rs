@@ -28,6 +28,25 @@ use crate::check::Denial;
 use crate::policy::Policy;
 use std::path::{Path, PathBuf};
 
+/// What bash prints on standard error (after its `name: ` prefix) when a
+/// builtin, an expansion or an arithmetic expression fails: the command
+/// fails with it and the script goes on, as in bash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShellError(pub String);
+
+impl From<String> for ShellError {
+    fn from(message: String) -> Self {
+        ShellError(message)
+    }
+}
+
+impl From<&str> for ShellError {
+    fn from(message: &str) -> Self {
+        ShellError(message.to_string())
+    }
+}
+
 /// The hidden first argument that makes agent-rsh the interpreter.
 pub const INTERPRETER_ARG: &str = "__script";
 
@@ -58,13 +77,29 @@ pub fn plan(
     })
 }
 
-/// The program a compound command's run executes: agent-rsh's own binary
-/// (as `agent-rsh __script FD`). This is the one place that adds agent-rsh
-/// to what a run may execute: the plan names it as its program, so the
-/// Landlock rule set grants it EXECUTE as it does any plan's program. The
-/// engine refuses to run it from a place the run could write.
+/// The program a compound command's run executes (`agent-rsh __script
+/// FD`), and the shells of a run's mount view: agent-rsh's own binary,
+/// canonical. This is the one place that adds agent-rsh to what a run may
+/// execute: the plan names it as its program, so the Landlock rule set
+/// grants it EXECUTE as it does any plan's program. The engine refuses to
+/// run it from a place the run could write.
 pub fn interpreter_program() -> PathBuf {
-    crate::plan::agent_rsh_binary()
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+}
+
+/// Where a run's mount view holds the job of its nested shells, on the
+/// view's read-only root: nothing the run does to its environment or
+/// descriptors changes what a nested shell checks.
+pub const SHELL_JOB: &str = "/.agent-rsh/job.json";
+
+/// What a nested shell in a run's mount view reads from `SHELL_JOB`: the
+/// run's policy and workspace.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct ShellJob {
+    pub policy: Policy,
+    pub workspace: PathBuf,
 }
 
 /// Whether a simple command named `name` is the shell's business rather

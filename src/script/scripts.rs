@@ -9,20 +9,8 @@
 //! script with another interpreter's shebang (`#!/usr/bin/env python3`)
 //! is judged and run as that interpreter running the file.
 
-/// The shells whose scripts agent-rsh runs itself.
-pub const SHELLS: &[&str] = &["sh", "bash", "dash"];
-
-/// Whether a command word names a shell (`sh`, `/bin/bash`, ...).
-pub fn is_shell(word: &str) -> bool {
-    SHELLS.contains(&file_name(word))
-}
-
-/// Whether a shell named by `word` runs on agent-rsh's interpreter: a
-/// shell the policy allows by name (`commands.allow = ["bash"]`) is that
-/// program, as the policy says; any other is the interpreter.
-pub fn interpreted(policy: &crate::policy::Policy, word: &str) -> bool {
-    is_shell(word) && !policy.commands.allow.iter().any(|a| a == file_name(word))
-}
+use super::ShellError;
+use crate::policy::shell::is_shell;
 
 fn file_name(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
@@ -113,7 +101,7 @@ pub struct ShellArgs {
 /// (`-c`, `-e`, `-u`, `-o NAME`, `-s`, grouped as `-ec`; `--login`,
 /// `--norc`, `--noprofile`, `-l` and `-p` change nothing here), then the
 /// operands. An error is bash's message and its status 2.
-pub fn shell_args(words: &[String]) -> Result<ShellArgs, String> {
+pub fn shell_args(words: &[String]) -> Result<ShellArgs, ShellError> {
     let mut out = ShellArgs::default();
     let mut dash_c = false;
     let mut i = 0;
@@ -131,7 +119,7 @@ pub fn shell_args(words: &[String]) -> Result<ShellArgs, String> {
             continue;
         }
         if w.starts_with("--") {
-            return Err(format!("{w}: invalid option"));
+            return Err(format!("{w}: invalid option").into());
         }
         let (on, flags) = match w.as_bytes().first() {
             Some(b'-') if w.len() > 1 => ('-', &w[1..]),

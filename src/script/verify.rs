@@ -126,7 +126,7 @@ pub fn program_backed(name: &str) -> bool {
 /// shell or interpreter script. An absolute path to anything else is
 /// judged now, as a program path.
 pub fn runs_script(policy: &Policy, name: &str) -> bool {
-    if name == "source" || name == "." || super::scripts::interpreted(policy, name) {
+    if name == "source" || name == "." || policy.interprets_shell(name) {
         return true;
     }
     if !name.contains('/') {

@@ -15,6 +15,7 @@ mod cgroup;
 mod confine;
 mod container;
 mod docs;
+mod floor_plan;
 mod guard_domains;
 mod jobs;
 mod kernel_escapes;
