@@ -173,6 +173,11 @@ pub fn execute_noting_setup(
         Ok(c) => c,
         Err(e) => return RunResult::failed(command, e.to_string()),
     };
+    // network = "loopback": the runs and jobs of a persistent workspace
+    // share one loopback (a server a job started answers the next run).
+    if let Some(dir) = &state {
+        confinement.share_loopback(dir);
+    }
     let mut envp = plan.envp(state.as_deref().unwrap_or(ws.root()));
     if let Some(dir) = &state {
         // What Python would otherwise write into the tree. Only where a

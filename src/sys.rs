@@ -89,9 +89,11 @@ pub fn held(f: &File) -> bool {
 /// continues on a copy of the caller's stack, as after fork(2), and in a
 /// multi-threaded caller may make raw system calls only.
 pub fn fork_with(flags: libc::c_ulong) -> libc::c_long {
-    // Only namespace flags: CLONE_VM, CLONE_SETTLS and the like without a
-    // stack or pointers would be undefined behaviour reachable from here.
-    const NAMESPACES: libc::c_int = libc::CLONE_NEWNS
+    // Only namespace flags and CLONE_PARENT (the child is the caller's
+    // sibling): CLONE_VM, CLONE_SETTLS and the like without a stack or
+    // pointers would be undefined behaviour reachable from here.
+    const NAMESPACES: libc::c_int = libc::CLONE_PARENT
+        | libc::CLONE_NEWNS
         | libc::CLONE_NEWUTS
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUSER

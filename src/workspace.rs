@@ -157,7 +157,7 @@ pub fn state_leaf(workspace: &Path) -> String {
     format!("{name}-{hash:016x}")
 }
 
-fn make_private(dir: &Path) -> io::Result<()> {
+pub(crate) fn make_private(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -16,6 +16,7 @@
 pub mod cgroup;
 mod error;
 pub mod landlock;
+pub mod netshare;
 pub mod probe;
 mod refusal;
 pub mod seccomp;
@@ -440,6 +441,9 @@ pub struct Confinement {
     proxy: Option<crate::proxy::Grant>,
     /// network.commands, a program run directly: its connect layer.
     net_layer: Option<OwnedFd>,
+    /// network = "loopback" in a persistent workspace: the namespace its
+    /// runs and jobs share (`netshare`).
+    shared_net: Option<netshare::Shared>,
     /// The run's cgroup, created before the guardian is cloned; removed by
     /// `finish_cgroup` after the run (or on drop, on every other path).
     cgroup: Option<cgroup::RunCgroup>,
@@ -851,6 +855,7 @@ impl Confinement {
                 None
             },
             net_layer,
+            shared_net: None,
             cgroup: run_cgroup,
             warnings,
             loader_gap_noted: false,
@@ -1072,7 +1077,7 @@ impl Confinement {
             _ if off => none(),
             Network::Allow => "allowed by the policy (network = \"allow\")".into(),
             Network::Loopback => {
-                "network namespace: loopback only (127.0.0.1, ::1), no other interface".into()
+                "network namespace: loopback only (127.0.0.1, ::1), no other interface; one per persistent workspace, shared by its runs and jobs".into()
             }
             Network::Domains => "network namespace whose one way out is agent-rsh's proxy: the hosts of network.allow only (CONNECT host and TLS server name), each connection reported".into(),
             Network::None => {
@@ -1259,6 +1264,52 @@ impl Confinement {
     /// sent to agent-rsh over `chan`. Raw system calls only.
     pub fn send_proxy_listener(&self, chan: RawFd) -> Result<(), i32> {
         sys::send_listener(chan, crate::policy::PROXY_PORT)
+    }
+
+    /// network = "loopback" in a persistent workspace whose state
+    /// directory is `state`: the run joins the network namespace of the
+    /// workspace's live runs and jobs, or makes the one later runs join.
+    /// Holds the workspace's registry lock until `register_loopback`.
+    pub fn share_loopback(&mut self, state: &Path) {
+        if !self.loopback_up() || self.proxy.is_some() || self.report.network != Network::Loopback {
+            return;
+        }
+        match netshare::Shared::open(state, self.needs_user_namespace()) {
+            Ok(s) => self.shared_net = Some(s),
+            Err(e) => self.warnings.push(format!(
+                "the runs of this workspace cannot share their loopback ({}: {e}): this run has its own",
+                netshare::registry(state).display()
+            )),
+        }
+    }
+
+    /// The namespaces the guardian joins instead of making its network
+    /// (and user) namespace.
+    pub fn net_join(&self) -> Option<&netshare::Join> {
+        self.shared_net
+            .as_ref()
+            .filter(|_| self.want_net_namespace)
+            .and_then(|s| s.join())
+    }
+
+    /// Joining the workspace's namespace failed (`why`): the run makes its
+    /// own, which later runs join.
+    pub fn forget_net_join(&mut self, why: &str) {
+        if let Some(s) = &mut self.shared_net {
+            s.forget_join();
+            self.warnings.push(format!(
+                "could not join the loopback of this workspace's other runs ({why}): this run has its own"
+            ));
+        }
+    }
+
+    /// After the guardian started in a network namespace of its own or
+    /// joined: later runs of the workspace find it.
+    pub fn register_loopback(&mut self, guardian: i32) {
+        match &mut self.shared_net {
+            Some(s) if self.want_net_namespace => s.register(guardian),
+            _ => self.shared_net = None,
+        }
     }
 
     /// Records that the guardian was created with `extra_clone_flags`.

@@ -6,7 +6,7 @@
 use super::Stage;
 use crate::confine::{Confinement, errno};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 /// Everything the children need, built before clone.
 pub(super) struct ChildSpec {
@@ -87,11 +87,18 @@ pub(super) fn spawn_guardian(
             r = -1;
             break;
         }
-        r = try_clone(spec, confinement);
+        let joining = joins(spec, confinement);
+        r = try_clone(spec, confinement, joining);
         if r >= 0 {
             break;
         }
         let e = errno();
+        if joining {
+            // The workspace's other runs ended, or the kernel refused:
+            // make a network namespace of its own instead.
+            confinement.forget_net_join(&io::Error::from_raw_os_error(e).to_string());
+            continue;
+        }
         if first_err == 0 {
             first_err = e;
         }
@@ -142,6 +149,7 @@ pub(super) fn spawn_guardian(
     if r < 0 {
         return Err(io::Error::from_raw_os_error(first_err));
     }
+    confinement.register_loopback(r as i32);
     if !spec.pid_ns && confinement.want_pid_namespace {
         let simulated =
             confinement.user_namespace().is_none() && confinement.needs_user_namespace();
@@ -163,7 +171,17 @@ pub(super) fn spawn_guardian(
     Ok(r as i32)
 }
 
-fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
+/// Whether the guardian joins the network namespace of the workspace's
+/// live runs (`confine::netshare`): with its PID namespace, and inside
+/// their user namespace exactly when it would make one of its own.
+fn joins(spec: &ChildSpec, confinement: &Confinement) -> bool {
+    spec.pid_ns
+        && confinement
+            .net_join()
+            .is_some_and(|j| j.user.is_some() == confinement.user_namespace().is_some())
+}
+
+fn try_clone(spec: &mut ChildSpec, confinement: &Confinement, joining: bool) -> libc::c_long {
     // The user namespace comes only with the PID namespace it is for; a
     // network namespace alone (best-effort fallback) is then refused and
     // given up as on any kernel that refuses it.
@@ -194,14 +212,103 @@ fn try_clone(spec: &mut ChildSpec, confinement: &Confinement) -> libc::c_long {
     } else {
         spec.view = false;
     }
+    if joining && let Some(join) = confinement.net_join() {
+        flags &= !(libc::CLONE_NEWNET as libc::c_ulong);
+        let user = match user_ns {
+            Some(maps) => UserNs::Joined(maps),
+            None => UserNs::Own,
+        };
+        return clone_joined(spec, confinement, join.raw(), flags, user);
+    }
     if user_ns.is_some() {
         flags |= libc::CLONE_NEWUSER as libc::c_ulong;
     }
     let r = crate::sys::fork_with(flags);
     if r == 0 {
-        guardian_main(spec, confinement, user_ns);
+        let user = match user_ns {
+            Some(maps) => UserNs::New(maps),
+            None => UserNs::Own,
+        };
+        guardian_main(spec, confinement, user);
     }
     r
+}
+
+/// The user namespace the guardian runs in.
+#[derive(Clone, Copy)]
+enum UserNs<'a> {
+    /// agent-rsh's own (it has CAP_SYS_ADMIN).
+    Own,
+    /// A new one, with these maps to write.
+    New(&'a crate::confine::userns::Maps),
+    /// An earlier run's, joined with its network namespace: mapped already.
+    Joined(&'a crate::confine::userns::Maps),
+}
+
+/// Starts the guardian in the network namespace (and user namespace) of
+/// the workspace's live runs: a joiner, forked, enters them and clones the
+/// guardian as agent-rsh's own child (CLONE_PARENT), with the PID, IPC and
+/// mount namespaces `flags` asks for, made inside the joined user
+/// namespace; it reports the guardian's pid, or the error, and exits.
+fn clone_joined(
+    spec: &mut ChildSpec,
+    confinement: &Confinement,
+    (user, net): (Option<RawFd>, RawFd),
+    flags: libc::c_ulong,
+    user_ns: UserNs,
+) -> libc::c_long {
+    let Ok((reader, writer)) = crate::sys::pipe() else {
+        return -1;
+    };
+    let (r, w) = (reader.as_raw_fd(), writer.as_raw_fd());
+    let j = crate::sys::fork_with(0);
+    if j < 0 {
+        return -1;
+    }
+    if j == 0 {
+        let out: i64 = match crate::confine::netshare::enter(user, net) {
+            Err(e) => -i64::from(e),
+            Ok(()) => {
+                let g = crate::sys::fork_with(flags | libc::CLONE_PARENT as libc::c_ulong);
+                if g == 0 {
+                    guardian_main(spec, confinement, user_ns);
+                }
+                if g < 0 { -i64::from(errno()) } else { g }
+            }
+        };
+        // SAFETY: write from a stack buffer, then _exit: raw calls only.
+        unsafe {
+            libc::write(w, out.to_ne_bytes().as_ptr().cast(), 8);
+            libc::_exit(0);
+        }
+    }
+    // Only the joiner (and the guardian it may have cloned) hold the
+    // write end now: a joiner that dies early is an end of file here.
+    drop(writer);
+    let mut buf = [0u8; 8];
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: read into our stack buffer.
+        let n = unsafe { libc::read(r, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n == 0 || errno() != libc::EINTR {
+            break;
+        }
+    }
+    // SAFETY: reaping the joiner, our child.
+    unsafe { libc::waitpid(j as i32, std::ptr::null_mut(), 0) };
+    let v = if got == buf.len() {
+        i64::from_ne_bytes(buf)
+    } else {
+        -i64::from(libc::EIO)
+    };
+    if v < 0 {
+        // SAFETY: setting errno for the caller to read.
+        unsafe { *libc::__errno_location() = -v as i32 };
+        return -1;
+    }
+    v as libc::c_long
 }
 
 fn write_msg(fd: RawFd, tag: u8, v: i32) {
@@ -228,11 +335,12 @@ fn close_except(keep: &[RawFd]) {
     unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) };
 }
 
-fn guardian_main(
-    spec: &ChildSpec,
-    confinement: &Confinement,
-    user_ns: Option<&crate::confine::userns::Maps>,
-) -> ! {
+fn guardian_main(spec: &ChildSpec, confinement: &Confinement, user_ns: UserNs) -> ! {
+    let (new_maps, maps) = match user_ns {
+        UserNs::Own => (None, None),
+        UserNs::New(m) => (Some(m), Some(m)),
+        UserNs::Joined(m) => (None, Some(m)),
+    };
     let fail = |stage: Stage, e: i32| -> ! {
         let b = e.to_ne_bytes();
         let msg = [stage as u8, b[0], b[1], b[2], b[3]];
@@ -264,8 +372,8 @@ fn guardian_main(
                 libc::setpgid(0, 0);
             }
         }
-        if let Some(maps) = user_ns
-            && let Err(e) = maps.map_ids()
+        if let Some(m) = new_maps
+            && let Err(e) = m.map_ids()
         {
             fail(Stage::UserNamespace, e);
         }
@@ -289,8 +397,8 @@ fn guardian_main(
         {
             fail(Stage::MountView, e);
         }
-        if let Some(maps) = user_ns
-            && let Err(e) = maps.lock()
+        if let Some(m) = maps
+            && let Err(e) = m.lock()
         {
             fail(Stage::UserNamespace, e);
         }

@@ -593,3 +593,137 @@ fn https_through_the_proxy_is_verified_end_to_end_and_the_server_name_is_checked
     assert!(s(&refused[0], "reason").contains("evil.test"), "{r}");
     assert_eq!(r["network"]["allowed"][0]["connections"], 2, "{r}");
 }
+
+/// A client for the shared-loopback tests: GET http://127.0.0.1:8000/ for
+/// up to `argv[1]` seconds (the server a job started may still be binding),
+/// then print the body or `refused`.
+const GET_PY: &str = r#"
+import sys, time, urllib.request
+end = time.time() + float(sys.argv[1])
+while True:
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:8000/index.html", timeout=5).read().decode().strip())
+        break
+    except OSError:
+        if time.time() >= end:
+            print("refused")
+            break
+        time.sleep(0.1)
+"#;
+
+/// `spawn` a server in workspace A under network = "loopback", then `run`
+/// its client in A (it answers: one loopback per workspace), in B (refused:
+/// another workspace's), and in A again after the job ended (refused: the
+/// namespace died with the last run that held it). `agent` is agent-rsh as
+/// root or as an account; `owner` owns what the account writes.
+fn one_loopback_per_workspace(agent: impl Fn() -> Command, owner: Option<(u32, u32)>) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "network = \"loopback\"\n[commands]\nallow = [\"python3\"]\n[limits]\nmemory_bytes = 0\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&policy, PermissionsExt::from_mode(0o644)).unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for ws in [&a, &b] {
+        std::fs::create_dir(ws).unwrap();
+        std::fs::write(ws.join("get.py"), GET_PY).unwrap();
+    }
+    std::fs::write(a.join("index.html"), "hello from a\n").unwrap();
+    if let Some((uid, gid)) = owner {
+        for p in [&state, &a, &b] {
+            std::os::unix::fs::chown(p, Some(uid), Some(gid)).unwrap();
+        }
+    }
+    let call = |args: &[&str], ws: &Path| -> Value {
+        let out = agent()
+            .env("XDG_STATE_HOME", &state)
+            .arg(args[0])
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--workspace")
+            .arg(ws)
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let get = |ws: &Path, wait: &str| -> String {
+        let r = call(
+            &["run", "--json", "--", &format!("python3 get.py {wait}")],
+            ws,
+        );
+        assert_eq!(r["exitCode"], 0, "{r}");
+        assert_eq!(r["confinement"]["networkNamespace"], true, "{r}");
+        r["stdout"].as_str().unwrap().trim().to_string()
+    };
+    let job = call(
+        &[
+            "spawn",
+            "--",
+            "python3 -m http.server 8000 --bind 127.0.0.1",
+        ],
+        &a,
+    );
+    let id = job["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}"))
+        .to_string();
+    // Generous: the server is up long before, on any machine.
+    assert_eq!(
+        get(&a, "60"),
+        "hello from a",
+        "a run of the job's workspace"
+    );
+    assert_eq!(get(&b, "0"), "refused", "another workspace's run");
+    let out = agent()
+        .env("XDG_STATE_HOME", &state)
+        .args(["kill", &id, "--policy"])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        get(&a, "0"),
+        "refused",
+        "the namespace ends with the last run or job that held it"
+    );
+}
+
+#[test]
+fn runs_and_jobs_of_one_workspace_share_one_loopback() {
+    if !common::system_python3() {
+        common::unavailable(
+            "network::runs_and_jobs_of_one_workspace_share_one_loopback",
+            "needs python3 in /usr/bin",
+        );
+        return;
+    }
+    one_loopback_per_workspace(|| Command::new(bin()), None);
+}
+
+#[test]
+fn an_unprivileged_accounts_runs_share_their_workspaces_loopback_too() {
+    let test = "network::an_unprivileged_accounts_runs_share_their_workspaces_loopback_too";
+    if !common::root() {
+        common::unavailable(test, "needs root to create a throwaway account");
+        return;
+    }
+    if !common::system_python3() {
+        common::unavailable(test, "needs python3 in /usr/bin");
+        return;
+    }
+    let user = common::accounts::User::without_home();
+    one_loopback_per_workspace(|| user.agent(), Some((user.uid, user.gid)));
+}
