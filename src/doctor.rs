@@ -330,7 +330,13 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             );
             println!("  each process reads its /proc/self:  {}", g.proc_self);
             println!("  nested shells (/bin/sh):            {}", g.shells);
-            println!("  /tmp:                               {}", g.tmp);
+            // The stand-in is a fresh workspace: say what both kinds get.
+            let tmp = if c.report().private_tmp.is_some() {
+                "private to the workspace (mount view): `tmp` in a --workspace's state directory, kept between its runs; a tmpfs of its own for a fresh workspace's run; the host's /tmp is not reachable"
+            } else {
+                g.tmp.as_str()
+            };
+            println!("  /tmp:                               {tmp}");
         }
         for w in &warnings {
             println!("warning: {w}");

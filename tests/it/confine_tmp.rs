@@ -370,3 +370,40 @@ except OSError as e:
         "the view was built through the planted symlink"
     );
 }
+
+/// `doctor` says what /tmp is, with the view and without it.
+#[test]
+fn doctor_says_what_tmp_is() {
+    let f = Fixture::new();
+    let line = |env: &[(&str, &str)]| {
+        let mut c = Command::new(bin());
+        c.env_remove("AGENT_RSH_POLICY")
+            .env_remove("AGENT_RSH_SIMULATE_MISSING")
+            .args(["doctor", "--policy"])
+            .arg(&f.policy.path);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find(|l| l.trim_start().starts_with("/tmp:"))
+            .unwrap_or_else(|| panic!("no /tmp line: {text}"))
+            .to_string()
+    };
+    let with_view = line(&[]);
+    let mount_view = Command::new(bin())
+        .env_remove("AGENT_RSH_POLICY")
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v = common::json(&mount_view.stdout);
+    if v["wouldEnforce"]["mountView"] == true {
+        assert!(
+            with_view.contains("private to the workspace"),
+            "{with_view}"
+        );
+    }
+    let without = line(&[("AGENT_RSH_SIMULATE_MISSING", "mountns")]);
+    assert!(without.contains("needs the mount view"), "{without}");
+}
