@@ -407,3 +407,53 @@ fn doctor_says_what_tmp_is() {
     let without = line(&[("AGENT_RSH_SIMULATE_MISSING", "mountns")]);
     assert!(without.contains("needs the mount view"), "{without}");
 }
+
+/// An account without CAP_SYS_ADMIN (its view built in a user namespace)
+/// gets the same private /tmp, kept between its runs.
+#[test]
+fn an_unprivileged_account_has_its_own_tmp_too() {
+    use crate::kernel_escapes::{NOBODY, agent_as};
+    use std::os::unix::fs::PermissionsExt;
+    if !common::root() {
+        common::cannot_run("needs root to run agent-rsh as nobody");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(base.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let (ws, state) = (base.path().join("ws"), base.path().join("state"));
+    for d in [&ws, &state] {
+        std::fs::create_dir(d).unwrap();
+        std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let policy = base.path().join("policy.toml");
+    std::fs::write(&policy, POLICY).unwrap();
+    std::fs::set_permissions(&policy, PermissionsExt::from_mode(0o644)).unwrap();
+    let scratch = HostFile::name("agent-rsh-nobody-tmp-");
+    let name = scratch.file_name().to_string();
+    let run = |cmd: &str| {
+        let out = agent_as(NOBODY)
+            .env_remove("AGENT_RSH_POLICY")
+            .env_remove("AGENT_RSH_SIMULATE_MISSING")
+            .env("XDG_STATE_HOME", &state)
+            .env("HOME", &state)
+            .args(["run", "--json", "--timeout", "60000", "--policy"])
+            .arg(&policy)
+            .arg("--workspace")
+            .arg(&ws)
+            .arg("--")
+            .arg(cmd)
+            .output()
+            .unwrap();
+        common::json(&out.stdout)
+    };
+    let v = run(&format!("echo a > /tmp/{name} && cd /tmp && pwd"));
+    if !has_view(&v) {
+        return;
+    }
+    ok(&v);
+    assert_eq!(out(&v), "/tmp\n");
+    let v = run(&format!("cat /tmp/{name}"));
+    ok(&v);
+    assert_eq!(out(&v), "a\n");
+    assert!(!scratch.0.exists());
+}
