@@ -120,7 +120,7 @@ fn main() {
     let ws = tempfile::tempdir().expect("temp dir");
     let t = Instant::now();
     for _ in 0..n {
-        let c = agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), None, true)
+        let c = agent_rsh::confine::Confinement::prepare(&on, &plan, ws.path(), None, true, None)
             .expect("prepare");
         drop(c);
     }
@@ -149,8 +149,9 @@ fn main() {
     let plan = agent_rsh::admit::admit(&default, &ls, None).expect("ls is allowed");
     let t = Instant::now();
     for _ in 0..n {
-        let c = agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), None, true)
-            .expect("prepare");
+        let c =
+            agent_rsh::confine::Confinement::prepare(&default, &plan, ws.path(), None, true, None)
+                .expect("prepare");
         drop(c);
     }
     println!(

@@ -77,7 +77,8 @@ fn one() {
         v.push(us(t.elapsed()));
         let ws = Workspace::fresh(None).expect("workspace");
         let t = Instant::now();
-        let c = Confinement::prepare(&policy, &plan, ws.root(), None, true).expect("confinement");
+        let c =
+            Confinement::prepare(&policy, &plan, ws.root(), None, true, None).expect("confinement");
         v.push(us(t.elapsed()));
         drop(c);
         drop(ws);

@@ -49,7 +49,12 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
     // A run of agent-rsh itself in a scratch directory stands in for any
     // command: the layers do not depend on which program runs.
     let program = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
-    let scratch = std::env::temp_dir();
+    // Not /tmp itself: a workspace that is /tmp has no private /tmp.
+    let scratch_dir = tempfile::tempdir().ok();
+    let scratch = scratch_dir
+        .as_ref()
+        .and_then(|d| d.path().canonicalize().ok())
+        .unwrap_or_else(std::env::temp_dir);
     let mut prepared = Confinement::prepare_for(
         policy,
         &program,
@@ -58,6 +63,7 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
         &scratch,
         None,
         true,
+        None,
     );
     let off = policy.confinement == ConfinementMode::Off;
     // A run gives up the network namespace the kernel refuses; with
@@ -254,9 +260,15 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             println!(
                 "  mount view:        {}",
                 if r.mount_view {
+                    let tmp = if r.private_tmp.is_some() {
+                        ", /tmp private to the workspace"
+                    } else {
+                        ""
+                    };
                     match r.workspace_bytes {
-                        Some(b) => format!("yes (fresh workspace: a tmpfs of {b} B)"),
-                        None => "yes".to_string(),
+                        Some(b) => format!("yes (fresh workspace: a tmpfs of {b} B{tmp})"),
+                        None if tmp.is_empty() => "yes".to_string(),
+                        None => format!("yes ({})", &tmp[2..]),
                     }
                 } else {
                     "no".to_string()
@@ -318,6 +330,13 @@ pub fn doctor(policy: &Policy, source: &str, as_json: bool) -> i32 {
             );
             println!("  each process reads its /proc/self:  {}", g.proc_self);
             println!("  nested shells (/bin/sh):            {}", g.shells);
+            // The stand-in is a fresh workspace: say what both kinds get.
+            let tmp = if c.report().private_tmp.is_some() {
+                "private to the workspace (mount view): `tmp` in a --workspace's state directory, kept between its runs; a tmpfs of its own for a fresh workspace's run; the host's /tmp is not reachable"
+            } else {
+                g.tmp.as_str()
+            };
+            println!("  /tmp:                               {tmp}");
         }
         for w in &warnings {
             println!("warning: {w}");

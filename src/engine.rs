@@ -129,6 +129,19 @@ pub fn execute_noting_setup(
             }
         }
     };
+    // Its private /tmp (`tmp` there), bound at /tmp in the mount view.
+    let private_tmp = match &state {
+        Some(dir) if policy.private_tmp() => match crate::workspace::private_tmp(dir) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                return RunResult::failed(
+                    command,
+                    format!("cannot make the workspace's private /tmp: {e}"),
+                );
+            }
+        },
+        _ => None,
+    };
     let with_state;
     let confine_policy = match &state {
         Some(dir) => {
@@ -169,6 +182,7 @@ pub fn execute_noting_setup(
         ws.root(),
         ws.identity(),
         ws.is_fresh() && !opts.keep,
+        private_tmp.as_ref(),
     ) {
         Ok(c) => c,
         Err(e) => return RunResult::failed(command, e.to_string()),

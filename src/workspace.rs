@@ -2,6 +2,7 @@
 
 use crate::denial::Denial;
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// A workspace; a fresh one is removed on drop unless kept.
@@ -56,6 +57,48 @@ pub fn state_dir(workspace: &Path) -> io::Result<PathBuf> {
     let dir = base.join(leaf);
     make_private(&dir)?;
     dir.canonicalize()
+}
+
+/// The private `/tmp` of a persistent workspace's runs: `tmp` in its
+/// state directory, made 0700 when missing, with its device and inode (the
+/// mount view binds that very directory at `/tmp`, or builds no view). A
+/// run may write the state directory, so what it left at that name is not
+/// trusted: a symlink or a file there is removed (the run's own scratch)
+/// and the directory made again; nothing is followed.
+pub fn private_tmp(state: &Path) -> io::Result<(PathBuf, DirId)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let dir = state.join("tmp");
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => std::fs::remove_file(&dir)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open with a NUL-terminated path; the fd is owned from here.
+    let fd = unsafe {
+        let fd = libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        OwnedFd::from_raw_fd(fd)
+    };
+    // SAFETY: fstat into a zeroed stack struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((dir, (st.st_dev, st.st_ino)))
 }
 
 /// Checks that no other account can replace `dir` or a directory on its
@@ -158,7 +201,6 @@ pub fn state_leaf(workspace: &Path) -> String {
 }
 
 pub(crate) fn make_private(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

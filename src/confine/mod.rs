@@ -33,7 +33,7 @@ pub use refusal::{inet_socket_refused, refusal_hint};
 use seccompiler::sock_filter;
 use serde::Serialize;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 pub use sys::receive_listener as receive_proxy_listener;
 
 /// What was asked for and what the kernel enforced, for the RunResult.
@@ -60,6 +60,9 @@ pub struct Report {
     /// A fresh workspace is a tmpfs of this many bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace_bytes: Option<u64>,
+    /// `/tmp` is the run's own (the mount view): what it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub private_tmp: Option<String>,
     /// Which mechanism holds each guarantee of the security model.
     pub guarantees: Guarantees,
     pub no_new_privs: bool,
@@ -106,6 +109,9 @@ pub struct Guarantees {
     pub proc_self: String,
     /// What runs the `/bin/sh` (bash, dash) a program of the run starts.
     pub shells: String,
+    /// What `/tmp` is inside the run: its own (the mount view), or the
+    /// host's, which it may not write.
+    pub tmp: String,
 }
 
 /// What bounds the memory and the tasks (processes and threads) of the
@@ -552,6 +558,7 @@ impl Confinement {
         workspace: &Path,
         workspace_id: Option<(u64, u64)>,
         fresh: bool,
+        tmp: Option<&(PathBuf, (u64, u64))>,
     ) -> Result<Confinement, ConfineError> {
         Confinement::prepare_for(
             policy,
@@ -561,12 +568,17 @@ impl Confinement {
             workspace,
             workspace_id,
             fresh,
+            tmp,
         )
     }
 
     /// `prepare` from the parts of a plan it uses: the program, the
     /// deadline, whether stdin is relayed through a pty (`/dev/tty` is then
-    /// the command's own terminal).
+    /// the command's own terminal). `tmp`: the directory (and its device
+    /// and inode) that is `/tmp` in the mount view, a persistent
+    /// workspace's (`workspace::private_tmp`); without it `/tmp` is a tmpfs
+    /// of the run's own (`Policy::private_tmp` says whether either is made).
+    #[allow(clippy::too_many_arguments)]
     pub fn prepare_for(
         policy: &Policy,
         program: &Path,
@@ -575,6 +587,7 @@ impl Confinement {
         workspace: &Path,
         workspace_id: Option<(u64, u64)>,
         fresh: bool,
+        tmp: Option<&(PathBuf, (u64, u64))>,
     ) -> Result<Confinement, ConfineError> {
         let l = &policy.limits;
         let cpu = if l.cpu_seconds > 0 {
@@ -673,6 +686,13 @@ impl Confinement {
             .filter(|b| {
                 !b.starts_with(workspace) && !policy.scopes.write.iter().any(|w| b.starts_with(w))
             });
+        // A persistent workspace's private /tmp: Landlock follows a path
+        // up through mounts, not through the directory a bind was made
+        // of, so the state directory's rule does not reach it at /tmp.
+        let mut landlock_write = policy.scopes.write.clone();
+        if let Some((dir, _)) = tmp.filter(|_| policy.private_tmp()) {
+            landlock_write.push(dir.clone());
+        }
         if off {
             landlock_report.reason = Some("confinement = \"off\"".into());
         } else if kernel.landlock_abi == 0 {
@@ -691,7 +711,7 @@ impl Confinement {
                 workspace,
                 workspace_id,
                 read: &policy.scopes.read,
-                write: &policy.scopes.write,
+                write: &landlock_write,
                 exec: &exec_scopes,
                 network_allowed,
                 tty,
@@ -786,6 +806,10 @@ impl Confinement {
                     )),
                     None => None,
                 },
+                private_tmp: policy.private_tmp().then(|| match tmp {
+                    Some((dir, id)) => view::PrivateTmp::Dir(dir.clone(), *id),
+                    None => view::PrivateTmp::Tmpfs(bytes),
+                }),
             };
             let rule = landlock.as_ref().map(|fd| {
                 let exec = if policy.commands.workspace {
@@ -867,6 +891,7 @@ impl Confinement {
                 network_namespace: false,
                 mount_view: false,
                 workspace_bytes: None,
+                private_tmp: None,
                 guarantees: Guarantees::default(),
                 no_new_privs: true,
                 landlock: landlock_report,
@@ -1001,6 +1026,7 @@ impl Confinement {
         let off = r.mode == ConfinementMode::Off;
         r.mount_view = self.view.is_some();
         r.workspace_bytes = self.view.as_ref().and_then(|v| v.workspace_tmpfs);
+        r.private_tmp = self.view.as_ref().and_then(|v| v.private_tmp.clone());
         let seccomp = r.seccomp.enforced;
         if seccomp {
             let v = seccomp::Variant {
@@ -1047,6 +1073,14 @@ impl Confinement {
             Some(true) => "agent-rsh's interpreter (mount view: /bin/sh, bash and dash are agent-rsh, every command checked)".into(),
             _ if r.landlock.enforced => "the real shells, only where the policy lets them execute (commands.allow, scopes.exec): confined by the kernel, not checked word by word".into(),
             _ => "the real shells where they are installed: not checked word by word".into(),
+        };
+        g.tmp = match &r.private_tmp {
+            _ if off => "the host's /tmp, as the account may use it (confinement = \"off\")".into(),
+            Some(what) => format!(
+                "private to the workspace (mount view): {what}; the host's /tmp is not reachable"
+            ),
+            None if r.mount_view => "the host's /tmp, as the policy's scopes name it (a scope covers /tmp, or the workspace is /tmp)".into(),
+            None => "the host's /tmp, writable only where the policy's scopes say: the private /tmp needs the mount view (write to $TMPDIR or the workspace instead)".into(),
         };
         g.proc_self = match (r.landlock.enforced, r.mount_view && pid_ns) {
             (false, _) => "not restricted".into(),

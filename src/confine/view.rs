@@ -96,6 +96,7 @@ const MOUNT_ATTR_NODEV: u64 = 0x4;
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const OPEN_TREE_CLONE: u32 = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
 
 #[repr(C)]
 struct MountAttr {
@@ -135,7 +136,7 @@ enum Step {
     /// Move the `index`th cloned tree onto `dest`.
     Bind {
         index: usize,
-        dest: CString,
+        dest: Dest,
     },
     /// A fresh tmpfs for the workspace, with its Landlock rule added in the
     /// guardian (the rule the parent made names the directory beneath).
@@ -144,7 +145,13 @@ enum Step {
         options: CString,
         /// An exec scope covers the workspace: mounted without noexec.
         exec: bool,
+        /// The private `/tmp` of a fresh workspace's run: its Landlock
+        /// rule never grants execution.
+        tmp: bool,
     },
+    /// Create the directories of `dest` beneath the private `/tmp` (a
+    /// mount point for what follows), following no symlink.
+    MakeBeneath(Dest),
     Proc(CString),
     /// A file written on the tmpfs (which then becomes read-only), with a
     /// read-only Landlock rule added in the guardian.
@@ -152,6 +159,33 @@ enum Step {
         dest: CString,
         data: Vec<u8>,
     },
+}
+
+/// Where a bind is moved: a path on the staging tmpfs (which only the
+/// guardian writes), or a path beneath the private `/tmp`, which a run of
+/// the same workspace may have filled with anything: there each directory
+/// on the way is made and opened without following a symlink, and the
+/// mount point (a directory, or an empty file for a file) is made too.
+enum Dest {
+    Path(CString),
+    Beneath {
+        /// The staged `/tmp`.
+        root: CString,
+        /// The components below it.
+        comps: Vec<CString>,
+        file: bool,
+    },
+}
+
+/// What `/tmp` is in a view that gives the run its own.
+#[derive(Debug, Clone)]
+pub enum PrivateTmp {
+    /// A fresh workspace's run: a tmpfs this size (0: the kernel's
+    /// default, half the memory; the run's cgroup bounds it either way).
+    Tmpfs(u64),
+    /// A persistent workspace's runs: this directory in its state
+    /// directory, with the device and inode it must have.
+    Dir(PathBuf, DirId),
 }
 
 /// The paths of the shells that run agent-rsh's interpreter in a view.
@@ -164,13 +198,20 @@ pub const SHELL_PATHS: &[&str] = &[
     "/usr/bin/dash",
 ];
 
-use crate::script::SHELL_JOB;
+use crate::script::{PRIVATE_TMP, SHELL_JOB};
 
 /// Landlock READ_FILE.
 const READ_FILE: u64 = 1 << 2;
 
 /// A directory's device and inode.
 type DirId = (u64, u64);
+
+/// One mount of the view, in path order.
+enum Entry {
+    Bind(Kind),
+    WorkspaceTmpfs,
+    Tmp(PrivateTmp),
+}
 
 /// A view ready to be built in the guardian.
 pub struct View {
@@ -189,6 +230,8 @@ pub struct View {
     pub workspace_tmpfs: Option<u64>,
     /// The shells run agent-rsh's interpreter.
     pub shells: bool,
+    /// What `/tmp` is, when it is the run's own (for the report).
+    pub private_tmp: Option<String>,
 }
 
 /// What the view is built from.
@@ -212,6 +255,9 @@ pub struct Inputs<'a> {
     /// `SHELL_PATHS`, and the job it reads from `SHELL_JOB`.
     /// Shells the policy allows by name stay the real programs.
     pub shell: Option<(&'a Path, Vec<u8>, &'a [String])>,
+    /// `/tmp` is the run's own (`Policy::private_tmp`), not the host's:
+    /// mounted first, the binds below it (a workspace under `/tmp`) on it.
+    pub private_tmp: Option<PrivateTmp>,
 }
 
 #[derive(Default)]
@@ -334,6 +380,70 @@ fn retry_for(dest: &Path) -> Result<Retry, std::ffi::NulError> {
     }
 }
 
+/// Opens (`O_PATH`) the mount point `comps` beneath `root`, making each
+/// directory on the way and, last, the directory or (`file`) the empty
+/// file: every lookup one component, none following a symlink, so nothing
+/// a run left in its private /tmp leads the guardian elsewhere (a symlink
+/// on the way fails the view with ELOOP or ENOTDIR).
+///
+/// # Safety
+/// Raw system calls on NUL-terminated strings.
+unsafe fn open_beneath(root: &CString, comps: &[CString], file: bool) -> Result<i32, i32> {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let mut fd = libc::open(
+            root.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(super::errno());
+        }
+        for (i, c) in comps.iter().enumerate() {
+            let want_file = file && i + 1 == comps.len();
+            let want = if want_file {
+                libc::S_IFREG
+            } else {
+                libc::S_IFDIR
+            };
+            let mut next = -1;
+            // What a run left at that name (a symlink, a file) is its own
+            // scratch: it is removed and the mount point made again, once.
+            for attempt in 0..2 {
+                if want_file {
+                    libc::mknodat(fd, c.as_ptr(), libc::S_IFREG | 0o644, 0);
+                } else {
+                    libc::mkdirat(fd, c.as_ptr(), 0o755);
+                }
+                // O_PATH | O_NOFOLLOW opens a symlink itself, which the
+                // type check below then refuses.
+                next = libc::openat(
+                    fd,
+                    c.as_ptr(),
+                    libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                );
+                let mut st: libc::stat = std::mem::zeroed();
+                if next >= 0 && libc::fstat(next, &mut st) == 0 && st.st_mode & libc::S_IFMT == want
+                {
+                    break;
+                }
+                if next >= 0 {
+                    libc::close(next);
+                    next = -1;
+                }
+                if attempt == 0 {
+                    libc::unlinkat(fd, c.as_ptr(), 0);
+                }
+            }
+            libc::close(fd);
+            if next < 0 {
+                return Err(libc::ENOTDIR);
+            }
+            fd = next;
+        }
+        Ok(fd)
+    }
+}
+
 impl View {
     /// Plans the view. Paths that do not exist are left out, as the
     /// Landlock rule set leaves them out.
@@ -453,13 +563,46 @@ impl View {
         }
         let mut proc_done = false;
         let mut workspace_done = inp.workspace_bytes.is_none();
-        let mut entries: Vec<(PathBuf, Option<Kind>)> =
-            kept.into_iter().map(|(d, k)| (d, Some(k))).collect();
+        // The private /tmp, unless the workspace or a bind is /tmp or lies
+        // above it (the run then sees that, as the policy says).
+        let tmp = Path::new("/tmp");
+        let private_tmp = inp.private_tmp.clone().filter(|_| {
+            !tmp.starts_with(&workspace) && !kept.iter().any(|(d, _)| tmp.starts_with(d))
+        });
+        let mut entries: Vec<(PathBuf, Entry)> =
+            kept.into_iter().map(|(d, k)| (d, Entry::Bind(k))).collect();
         if inp.workspace_bytes.is_some() {
-            entries.push((workspace.clone(), None));
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            entries.push((workspace.clone(), Entry::WorkspaceTmpfs));
         }
-        for (dest, kind) in entries {
+        if let Some(t) = &private_tmp {
+            entries.push((tmp.to_path_buf(), Entry::Tmp(t.clone())));
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let staged_tmp = staged(tmp)?;
+        // `dest` below the private /tmp and no other mount: made beneath it.
+        let beneath = |dest: &Path, mounted: &[PathBuf], file: bool| -> Option<Dest> {
+            private_tmp.as_ref()?;
+            let innermost = mounted
+                .iter()
+                .filter(|m| dest.starts_with(m) && m.as_path() != dest)
+                .max_by_key(|m| m.components().count())?;
+            if innermost != tmp {
+                return None;
+            }
+            let comps = dest
+                .strip_prefix(tmp)
+                .ok()?
+                .components()
+                .map(|c| CString::new(c.as_os_str().as_bytes()).ok())
+                .collect::<Option<Vec<_>>>()?;
+            Some(Dest::Beneath {
+                root: staged_tmp.clone(),
+                comps,
+                file,
+            })
+        };
+        let mut tmp_report = None;
+        for (dest, entry) in entries {
             if !proc_done && dest.as_path() > Path::new("/proc") {
                 steps.push(Step::Dir(staged(Path::new("/proc"))?));
                 steps.push(Step::Proc(staged(Path::new("/proc"))?));
@@ -467,33 +610,76 @@ impl View {
                 proc_done = true;
             }
             parents(&dest, &mut steps, &mounted)?;
-            match kind {
-                None => {
-                    steps.push(Step::Dir(staged(&dest)?));
+            match entry {
+                Entry::WorkspaceTmpfs => {
+                    match beneath(&dest, &mounted, false) {
+                        Some(d) => steps.push(Step::MakeBeneath(d)),
+                        None => steps.push(Step::Dir(staged(&dest)?)),
+                    }
                     let bytes = inp.workspace_bytes.unwrap_or(0);
                     steps.push(Step::WorkspaceTmpfs {
                         exec: covered_by_exec(&dest),
                         dest: staged(&dest)?,
                         options: CString::new(format!("size={bytes},mode=0700,nr_inodes=0"))
                             .expect("no NUL"),
+                        tmp: false,
                     });
                     workspace_done = true;
                 }
-                Some(kind) => {
-                    let inside = mounted.iter().any(|m| dest.starts_with(m) && *m != dest);
-                    if !inside {
-                        let is_dir = std::fs::metadata(&dest)
-                            .map(|m| m.is_dir())
-                            .unwrap_or(false);
-                        steps.push(if is_dir {
-                            Step::Dir(staged(&dest)?)
-                        } else {
-                            Step::File(staged(&dest)?)
-                        });
-                    }
+                Entry::Tmp(PrivateTmp::Tmpfs(bytes)) => {
+                    steps.push(Step::Dir(staged(&dest)?));
+                    let size = if bytes > 0 {
+                        format!("size={bytes},")
+                    } else {
+                        String::new()
+                    };
+                    steps.push(Step::WorkspaceTmpfs {
+                        exec: false,
+                        dest: staged(&dest)?,
+                        options: CString::new(format!("{size}mode=0700,nr_inodes=0"))
+                            .expect("no NUL"),
+                        tmp: true,
+                    });
+                    tmp_report = Some(if bytes > 0 {
+                        format!("a tmpfs of this run's own ({bytes} B), gone with it")
+                    } else {
+                        "a tmpfs of this run's own, gone with it".to_string()
+                    });
+                }
+                Entry::Tmp(PrivateTmp::Dir(src, id)) => {
+                    steps.push(Step::Dir(staged(&dest)?));
                     steps.push(Step::Bind {
                         index: sources.len(),
-                        dest: staged(&dest)?,
+                        dest: Dest::Path(staged(&dest)?),
+                    });
+                    sources.push((cstr(&src)?, Kind::Write.attr(), Some(id)));
+                    retries.push(retry_for(&src).map_err(|_| nul(&src))?);
+                    tmp_report = Some(format!(
+                        "{}, the workspace's own, kept between its runs",
+                        src.display()
+                    ));
+                }
+                Entry::Bind(kind) => {
+                    let inside = mounted.iter().any(|m| dest.starts_with(m) && *m != dest);
+                    let is_dir = std::fs::metadata(&dest)
+                        .map(|m| m.is_dir())
+                        .unwrap_or(false);
+                    let to = match beneath(&dest, &mounted, !is_dir) {
+                        Some(d) => d,
+                        None => {
+                            if !inside {
+                                steps.push(if is_dir {
+                                    Step::Dir(staged(&dest)?)
+                                } else {
+                                    Step::File(staged(&dest)?)
+                                });
+                            }
+                            Dest::Path(staged(&dest)?)
+                        }
+                    };
+                    steps.push(Step::Bind {
+                        index: sources.len(),
+                        dest: to,
                     });
                     let expect = inp.workspace_id.filter(|_| dest == workspace);
                     sources.push((cstr(&dest)?, kind.attr(), expect));
@@ -536,7 +722,7 @@ impl View {
                 }
                 steps.push(Step::Bind {
                     index: sources.len(),
-                    dest: staged(&real)?,
+                    dest: Dest::Path(staged(&real)?),
                 });
                 sources.push((cstr(binary)?, Kind::Read.attr(), None));
                 retries.push(retry_for(binary).map_err(|_| nul(binary))?);
@@ -551,6 +737,16 @@ impl View {
                 data: job.clone(),
             });
             shells = done.len() > kept;
+        }
+        if tmp_report.is_some() {
+            let mark = Path::new(PRIVATE_TMP);
+            if let Some(dir) = mark.parent() {
+                steps.push(Step::Dir(staged(dir)?));
+            }
+            steps.push(Step::Data {
+                dest: staged(mark)?,
+                data: b"/tmp is the run's own\n".to_vec(),
+            });
         }
         if !proc_done {
             steps.push(Step::Dir(staged(Path::new("/proc"))?));
@@ -578,12 +774,18 @@ impl View {
             staging: CString::new(STAGING).expect("no NUL"),
             workspace_tmpfs: inp.workspace_bytes,
             shells,
+            private_tmp: tmp_report,
         })
     }
 
     /// Number of mounts the view makes (for the report).
     pub fn mounts(&self) -> usize {
-        self.sources.len() + 2 + usize::from(self.workspace_tmpfs.is_some())
+        let tmpfs = self
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::WorkspaceTmpfs { .. }))
+            .count();
+        self.sources.len() + 2 + tmpfs
     }
 
     /// In the guardian, right after `clone(CLONE_NEWNS | ...)` and before
@@ -718,20 +920,43 @@ impl View {
                     Step::Symlink { target, link } => {
                         libc::symlink(target.as_ptr(), link.as_ptr());
                     }
+                    Step::MakeBeneath(dest) => {
+                        if let Dest::Beneath { root, comps, file } = dest {
+                            libc::close(open_beneath(root, comps, *file)?);
+                        }
+                    }
                     Step::Bind { index, dest } => {
                         let i = *index;
                         let mut tries = 0;
+                        // Beneath the private /tmp: onto the mount point
+                        // opened without following a symlink.
+                        let (to_fd, to_path, to_flag) = match dest {
+                            Dest::Path(p) => (libc::AT_FDCWD, p.as_c_str(), 0),
+                            Dest::Beneath { root, comps, file } => (
+                                open_beneath(root, comps, *file)?,
+                                c"",
+                                MOVE_MOUNT_T_EMPTY_PATH,
+                            ),
+                        };
+                        let close_to = || {
+                            if to_fd >= 0 {
+                                libc::close(to_fd);
+                            }
+                        };
                         loop {
                             let moved = check(libc::syscall(
                                 libc::SYS_move_mount,
                                 fds[i],
                                 c"".as_ptr(),
-                                libc::AT_FDCWD,
-                                dest.as_ptr(),
-                                MOVE_MOUNT_F_EMPTY_PATH,
+                                to_fd,
+                                to_path.as_ptr(),
+                                MOVE_MOUNT_F_EMPTY_PATH | to_flag,
                             ));
                             match moved {
-                                Ok(_) => break,
+                                Ok(_) => {
+                                    close_to();
+                                    break;
+                                }
                                 // The source was replaced by a rename after
                                 // it was cloned: an unlinked dentry, which
                                 // the kernel will not mount. Cloned again
@@ -740,21 +965,31 @@ impl View {
                                     tries += 1;
                                     libc::close(fds[i]);
                                     fds[i] = -1;
-                                    match &self.retries[i] {
+                                    let again = match &self.retries[i] {
                                         Retry::Path => self.clone_source(
                                             i,
                                             libc::AT_FDCWD,
                                             &self.sources[i].0,
                                             fds,
-                                        )?,
+                                        ),
                                         Retry::Beneath { name, .. } if parents[i] >= 0 => {
-                                            self.clone_source(i, parents[i], name, fds)?
+                                            self.clone_source(i, parents[i], name, fds)
                                         }
-                                        _ => return Err(UNLINKED),
+                                        _ => Err(UNLINKED),
+                                    };
+                                    if let Err(e) = again {
+                                        close_to();
+                                        return Err(e);
                                     }
                                 }
-                                Err(libc::ENOENT) => return Err(UNLINKED),
-                                Err(e) => return Err(e),
+                                Err(libc::ENOENT) => {
+                                    close_to();
+                                    return Err(UNLINKED);
+                                }
+                                Err(e) => {
+                                    close_to();
+                                    return Err(e);
+                                }
                             }
                         }
                     }
@@ -762,6 +997,7 @@ impl View {
                         dest,
                         options,
                         exec,
+                        tmp,
                     } => {
                         let noexec = if *exec { 0 } else { libc::MS_NOEXEC };
                         check(libc::mount(
@@ -776,6 +1012,11 @@ impl View {
                                 dest.as_ptr(),
                                 libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                             ) as libc::c_long)? as i32;
+                            let access = if *tmp {
+                                access & !super::landlock::EXECUTE
+                            } else {
+                                access
+                            };
                             let r = super::sys::landlock_add_path_rule(ruleset, fd, access);
                             libc::close(fd);
                             r?;
@@ -869,6 +1110,7 @@ mod tests {
             workspace_bytes: None,
             tty: false,
             shell: None,
+            private_tmp: None,
         };
         let v = View::prepare(&inp, None).unwrap();
         let n = names(&v);
@@ -900,6 +1142,7 @@ mod tests {
             workspace_bytes: Some(1 << 20),
             tty: false,
             shell: None,
+            private_tmp: None,
         };
         let v = View::prepare(&inp, None).unwrap();
         let n = names(&v);
@@ -917,5 +1160,90 @@ mod tests {
                 .iter()
                 .any(|s| matches!(s, Step::WorkspaceTmpfs { .. }))
         );
+    }
+
+    #[test]
+    fn the_private_tmp_comes_first_and_what_lies_below_is_made_beneath_it() {
+        let base = tempfile::tempdir_in("/tmp").unwrap();
+        let ws = base.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let tmp = state.path().canonicalize().unwrap().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let inp = Inputs {
+            read: &[],
+            search_path: &[],
+            programs: vec![],
+            exec: &[],
+            write: &[],
+            workspace: &ws,
+            workspace_id: None,
+            workspace_bytes: None,
+            tty: false,
+            shell: None,
+            private_tmp: Some(PrivateTmp::Dir(tmp.clone(), (1, 2))),
+        };
+        let v = View::prepare(&inp, None).unwrap();
+        let n = names(&v);
+        let at = |p: &Path| n.iter().position(|s| Path::new(s) == p).unwrap();
+        assert!(at(&tmp) < at(&ws), "{n:?}");
+        assert_eq!(v.sources[at(&tmp)].2, Some((1, 2)));
+        let beneath: Vec<Vec<String>> = v
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Bind {
+                    dest: Dest::Beneath { comps, file, .. },
+                    ..
+                } => {
+                    assert!(!file);
+                    Some(
+                        comps
+                            .iter()
+                            .map(|c| c.to_string_lossy().into_owned())
+                            .collect(),
+                    )
+                }
+                _ => None,
+            })
+            .collect();
+        let expect: Vec<String> = ws
+            .strip_prefix("/tmp")
+            .unwrap()
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(beneath, vec![expect]);
+        assert!(v.private_tmp.is_some());
+        assert!(v.steps.iter().any(
+            |s| matches!(s, Step::Data { dest, .. } if dest.to_string_lossy().ends_with(PRIVATE_TMP))
+        ));
+
+        // A fresh workspace: a tmpfs at /tmp, the workspace's made beneath.
+        let inp = Inputs {
+            workspace_bytes: Some(1 << 20),
+            private_tmp: Some(PrivateTmp::Tmpfs(1 << 20)),
+            ..inp
+        };
+        let v = View::prepare(&inp, None).unwrap();
+        let tmpfs: Vec<bool> = v
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::WorkspaceTmpfs { tmp, .. } => Some(*tmp),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tmpfs, vec![true, false]);
+        assert!(v.steps.iter().any(|s| matches!(s, Step::MakeBeneath(_))));
+
+        // A workspace that is /tmp: no private /tmp.
+        let slash_tmp = PathBuf::from("/tmp");
+        let inp = Inputs {
+            workspace: &slash_tmp,
+            workspace_bytes: None,
+            ..inp
+        };
+        assert!(View::prepare(&inp, None).unwrap().private_tmp.is_none());
     }
 }

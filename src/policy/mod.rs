@@ -537,6 +537,23 @@ pub enum Invalid {
 }
 
 impl Policy {
+    /// Whether a run under this policy gets a `/tmp` of its own when its
+    /// mount view is built (the view, not the policy, decides at run time:
+    /// `PRIVATE_TMP` in the view says so). Not with confinement off (no
+    /// view), nor when a scope names `/tmp` or a directory above it: the
+    /// policy then asked for the host's `/tmp`, and the run sees that.
+    pub fn private_tmp(&self) -> bool {
+        let tmp = Path::new("/tmp");
+        self.confinement != ConfinementMode::Off
+            && !self
+                .scopes
+                .read
+                .iter()
+                .chain(&self.scopes.write)
+                .chain(&self.scopes.exec)
+                .any(|s| tmp.starts_with(s))
+    }
+
     /// Parses policy text; `source` names it in errors.
     pub fn parse(text: &str, source: Source) -> Result<Policy, PolicyError> {
         // Before the parser: the number of rules is what makes a policy

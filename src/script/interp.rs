@@ -157,6 +157,9 @@ struct Interp<'s> {
     script: &'s Script,
     policy: Policy,
     workspace: PathBuf,
+    /// `/tmp` is the run's own (its mount view made it): a redirection
+    /// and `cd` may reach it.
+    private_tmp: bool,
     resolved: Vec<Option<Resolved>>,
     vars: HashMap<String, Var>,
     cwd: PathBuf,
@@ -516,6 +519,7 @@ impl<'s> Interp<'s> {
             fs: glob::Fs {
                 cwd: cwd.display().to_string(),
             },
+            private_tmp: policy.private_tmp() && Path::new(super::PRIVATE_TMP).exists(),
             policy,
             workspace,
             resolved,
@@ -1308,18 +1312,29 @@ impl Interp<'_> {
         } else {
             self.cwd.join(name)
         };
-        let ok = verify::normalize(&abs)
-            .is_some_and(|p| verify::writable(&self.policy, Some(&self.workspace), &p));
+        let norm = verify::normalize(&abs);
+        let ok = norm.as_ref().is_some_and(|p| {
+            verify::writable(&self.policy, Some(&self.workspace), p)
+                || (self.private_tmp && p.starts_with("/tmp"))
+        });
         if ok {
             return Ok(());
         }
-        let mut d = Denial::new(
-            "redirect.outside",
-            format!(
-                "the redirection writes to `{name}`, outside the workspace and the policy's write scopes"
-            ),
-            verify::outside_hint(&self.policy),
-        );
+        let mut d = if norm.as_ref().is_some_and(|p| p.starts_with("/tmp")) {
+            Denial::new(
+                "redirect.outside",
+                format!("the redirection writes to `{name}`, in the host's /tmp"),
+                verify::tmp_hint(&self.policy),
+            )
+        } else {
+            Denial::new(
+                "redirect.outside",
+                format!(
+                    "the redirection writes to `{name}`, outside the workspace and the policy's write scopes"
+                ),
+                verify::outside_hint(&self.policy),
+            )
+        };
         d.offset = Some(offset);
         Err(self.deny(d))
     }
@@ -2620,15 +2635,27 @@ impl Interp<'_> {
                     Some(t) => (t.to_string(), false),
                 };
                 let logical = verify::normalize(&self.cwd.join(&target));
-                let inside = logical
-                    .as_ref()
-                    .is_some_and(|p| p.starts_with(&self.workspace));
+                // The workspace, or the run's own /tmp.
+                let tmp = self.private_tmp;
+                let allowed =
+                    |p: &Path| p.starts_with(&self.workspace) || tmp && p.starts_with("/tmp");
+                let inside = logical.as_ref().is_some_and(|p| allowed(p));
                 let Some(logical) = logical.filter(|_| inside) else {
-                    let d = Denial::new(
-                        "cd.outside",
-                        format!("`cd {target}` leaves the workspace"),
-                        "stay inside the workspace; give a directory relative to it",
-                    );
+                    let host_tmp = verify::normalize(&self.cwd.join(&target))
+                        .is_some_and(|p| p.starts_with("/tmp"));
+                    let d = if host_tmp {
+                        Denial::new(
+                            "cd.outside",
+                            format!("`cd {target}` leaves the workspace for the host's /tmp"),
+                            verify::tmp_hint(&self.policy),
+                        )
+                    } else {
+                        Denial::new(
+                            "cd.outside",
+                            format!("`cd {target}` leaves the workspace"),
+                            "stay inside the workspace; give a directory relative to it",
+                        )
+                    };
                     return Err(deny_at(self, d, 1));
                 };
                 let p = CString::new(logical.as_os_str().as_bytes()).unwrap_or_default();
@@ -2638,8 +2665,7 @@ impl Interp<'_> {
                     return Ok(1);
                 }
                 // A symlink out of the workspace is not followed.
-                let real_ok =
-                    std::fs::canonicalize(&logical).is_ok_and(|r| r.starts_with(&self.workspace));
+                let real_ok = std::fs::canonicalize(&logical).is_ok_and(|r| allowed(&r));
                 if !real_ok {
                     let back = CString::new(self.cwd.as_os_str().as_bytes()).unwrap_or_default();
                     // SAFETY: chdir back to where we were.

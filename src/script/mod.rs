@@ -94,6 +94,12 @@ pub fn interpreter_program() -> PathBuf {
 /// descriptors changes what a nested shell checks.
 pub const SHELL_JOB: &str = "/.agent-rsh/job.json";
 
+/// A file on a run's read-only view root that exists when `/tmp` in the
+/// view is the run's private one (the workspace's, kept in its state
+/// directory, or a tmpfs of a fresh workspace's run): the interpreter lets
+/// a redirection or `cd` reach `/tmp` only then.
+pub const PRIVATE_TMP: &str = "/.agent-rsh/private-tmp";
+
 /// What a nested shell in a run's mount view reads from `SHELL_JOB`: the
 /// run's policy and workspace.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -278,6 +278,29 @@ pub fn outside_hint(policy: &Policy) -> String {
     h
 }
 
+/// Whether an absolute, normalized path lies in `/tmp`, which a run under
+/// `policy` may have as its own (`Policy::private_tmp`): the static check
+/// leaves a redirection or `cd` there to the interpreter, which knows
+/// whether this run's mount view made it (`script::PRIVATE_TMP`).
+pub fn in_private_tmp(policy: &Policy, abs: &Path) -> bool {
+    abs.starts_with("/tmp") && policy.private_tmp()
+}
+
+/// The hint of a refused write to, or `cd` into, `/tmp`: why this run
+/// has no `/tmp` of its own, and where to write instead.
+pub fn tmp_hint(policy: &Policy) -> String {
+    if policy.confinement == crate::policy::ConfinementMode::Off {
+        return "with confinement = \"off\" a run has no /tmp of its own and /tmp is the host's: write to $TMPDIR (the run's own temporary directory) or inside the workspace instead".into();
+    }
+    if !policy.private_tmp() {
+        return format!(
+            "a scope of the policy names /tmp, so the run has the host's, writable only where scopes.write says; write to $TMPDIR (the run's own temporary directory) instead, or {}",
+            outside_hint(policy)
+        );
+    }
+    "the run's private /tmp needs its mount view, and this run has none (the kernel or the container refuses a mount namespace: `agent-rsh doctor` says why), so /tmp is the host's and not writable; write to $TMPDIR (the run's own temporary directory, e.g. `mktemp`) or inside the workspace instead".into()
+}
+
 /// Whether an absolute, normalized path may be written by a redirection:
 /// inside the workspace or a write scope, or a harmless device.
 pub fn writable(policy: &Policy, workspace: Option<&Path>, abs: &Path) -> bool {
@@ -1005,7 +1028,9 @@ impl Verifier<'_> {
         };
         if target.starts_with('/') {
             let abs = normalize(Path::new(target)).ok_or_else(outside)?;
-            if self.ctx.workspace.is_some_and(|w| abs.starts_with(w)) {
+            if self.ctx.workspace.is_some_and(|w| abs.starts_with(w))
+                || in_private_tmp(self.policy, &abs)
+            {
                 return Ok(());
             }
             return Err(outside());
@@ -1042,7 +1067,8 @@ impl Verifier<'_> {
         };
         if target.starts_with('/') {
             let abs = normalize(Path::new(&target)).ok_or_else(outside)?;
-            if writable(self.policy, self.ctx.workspace, &abs) {
+            if writable(self.policy, self.ctx.workspace, &abs) || in_private_tmp(self.policy, &abs)
+            {
                 return Ok(());
             }
             return Err(outside());

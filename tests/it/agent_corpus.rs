@@ -182,8 +182,11 @@ fn category(rule: &str, reason: &str) -> &'static str {
 const COUNTED: [&str; 4] = ["syntax", "length", "tmp", "script"];
 
 /// The share of the corpus refused for syntax, length, /tmp or script
-/// reasons when this test was written (per mille), to be brought to 10.
-const MEASURED_PER_MILLE: usize = 29;
+/// reasons as last measured (per mille), to be brought to 10: 12 of 671
+/// since the run's private /tmp took the 7 refusals of `/tmp`, all for
+/// syntax agent-rsh does not run (process substitution, `alias`, `eval`,
+/// `history`, `help`, `select`, `export -f`, `shopt`, `ulimit`, `umask`).
+const MEASURED_PER_MILLE: usize = 18;
 
 #[test]
 fn agent_corpus_refusals_for_the_coding_loop_do_not_grow_past_the_measured_share() {

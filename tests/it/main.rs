@@ -13,6 +13,7 @@ mod args_corpus;
 mod args_precision;
 mod cgroup;
 mod confine;
+mod confine_tmp;
 mod container;
 mod docs;
 mod floor_plan;
