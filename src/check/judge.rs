@@ -753,6 +753,10 @@ mod tests {
             let j = judge(&p, &argv, &mut |n: &str| Ok(PathBuf::from(n)), true);
             assert!(j.findings.is_empty(), "{cmd}: {:?}", j.findings);
         }
+        // The words after -s are the script's arguments, not a file.
+        let j = judged(Trust::Medium, "bash -s -- --prefix=/opt x.sh");
+        assert_eq!(stdin_script(&j), [Verdict::Warn], "{:?}", j.findings);
+        assert_eq!(j.findings.len(), 1, "{:?}", j.findings);
         for cmd in ["bash -c true", "bash -i", "sh --version"] {
             assert!(
                 stdin_script(&judged(Trust::Medium, cmd)).is_empty(),
