@@ -205,8 +205,21 @@ fn trust_maps_each_domain_rule_to_deny_or_warn() {
 fn a_domain_pack_switches_off_whole() {
     let c = corpus();
     let mut p = policy(&c);
-    p.packs.off = vec!["guard.hpc".into(), "guard.registry".into()];
-    for cmd in ["scancel -u alice", "npm publish", "cargo publish"] {
+    p.packs.off = vec![
+        "guard.hpc".into(),
+        "guard.registry".into(),
+        "guard.obfuscation".into(),
+        "guard.bio".into(),
+    ];
+    for cmd in [
+        "scancel -u alice",
+        "npm publish",
+        "cargo publish",
+        "bash -s",
+        "env GMX_MAXBACKUP=-1 gmx mdrun",
+        "samtools merge -f out.bam a.bam",
+        "irmtrash",
+    ] {
         let j = judged(&p, cmd).expect("allowed");
         assert!(j.findings.is_empty(), "{cmd}: {:?}", j.findings);
     }
