@@ -206,7 +206,8 @@ impl Judge<'_, '_> {
             .rules_for(program)
             .filter(|r| policy.packs.enabled(r))
             .map(|r| -> &RuleSpec { r })
-            .chain(policy.rules.iter().filter(|r| r.applies_to(program)));
+            .chain(policy.rules.iter().filter(|r| r.applies_to(program)))
+            .filter(|r| !(interpreted && r.unless_interpreted));
         for r in rules {
             if let Some(hit) = r.check(&n, &texts) {
                 self.fire(Finding {
@@ -720,5 +721,47 @@ mod tests {
         );
         assert_eq!(j.levels[3].normalized, ["push", "-f", "-u", "origin"]);
         assert_eq!(j.denial.unwrap().arg_index, Some(7));
+    }
+
+    /// A shell reading its commands from its input is agent-rsh's own
+    /// interpreter unless the policy allows it by name: no finding then
+    /// (each command is checked when it runs), a warning when the real
+    /// shell would read them, and always for other languages' interpreters.
+    #[test]
+    fn a_shell_reading_its_input_is_warned_only_where_it_is_the_real_one() {
+        let stdin_script = |j: &Judgement| {
+            j.findings
+                .iter()
+                .filter(|f| f.rule == "guard.obfuscation.stdin-script")
+                .map(|f| f.verdict)
+                .collect::<Vec<_>>()
+        };
+        for cmd in ["sh", "bash -s", "env bash", "xargs -0 bash -s"] {
+            let j = judged(Trust::Medium, cmd);
+            assert_eq!(stdin_script(&j), [Verdict::Warn], "{cmd}: {:?}", j.findings);
+            assert!(j.denial.is_none(), "{cmd}");
+            let j = judged(Trust::Low, cmd);
+            assert_eq!(
+                j.denial.map(|d| d.rule),
+                Some("guard.obfuscation.stdin-script".into())
+            );
+        }
+        let mut p = Policy::default();
+        p.commands.allow = ["env", "xargs"].map(String::from).to_vec();
+        for cmd in ["env sh", "env bash -s", "xargs -0 bash -s"] {
+            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let j = judge(&p, &argv, &mut |n: &str| Ok(PathBuf::from(n)), true);
+            assert!(j.findings.is_empty(), "{cmd}: {:?}", j.findings);
+        }
+        // The words after -s are the script's arguments, not a file.
+        let j = judged(Trust::Medium, "bash -s -- --prefix=/opt x.sh");
+        assert_eq!(stdin_script(&j), [Verdict::Warn], "{:?}", j.findings);
+        assert_eq!(j.findings.len(), 1, "{:?}", j.findings);
+        for cmd in ["bash -c true", "bash -i", "sh --version"] {
+            assert!(
+                stdin_script(&judged(Trust::Medium, cmd)).is_empty(),
+                "{cmd}"
+            );
+        }
     }
 }

@@ -707,6 +707,11 @@ fn split(o: &Opt, argv: &[&str], max_bytes: usize) -> Inner {
 /// command; anything else is shell code the string layer cannot read.
 fn shell(n: &Normalized, argv: &[&str], max_bytes: usize) -> Inner {
     let has_c = n.options().any(|o| o.short == Some('c'));
+    // `sh -s ARG...`: the script is read from the input and the words are
+    // its arguments (guard.obfuscation.stdin-script says so).
+    if !has_c && n.options().any(|o| o.short == Some('s')) {
+        return Inner::Nothing;
+    }
     let Some((script, i)) = n.first_positional() else {
         return Inner::Nothing;
     };

@@ -85,6 +85,11 @@ pub struct RuleSpec {
     /// alice` without a job id: 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_positionals: Option<usize>,
+    /// Not when the program is agent-rsh's own interpreter (a shell the
+    /// policy does not allow by name, under `syntax = "compound"`), which
+    /// checks each command the shell reads when it runs.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unless_interpreted: bool,
     /// Fires when a positional does not match this regex (required shape).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub positional_not: Option<String>,

@@ -205,8 +205,21 @@ fn trust_maps_each_domain_rule_to_deny_or_warn() {
 fn a_domain_pack_switches_off_whole() {
     let c = corpus();
     let mut p = policy(&c);
-    p.packs.off = vec!["guard.hpc".into(), "guard.registry".into()];
-    for cmd in ["scancel -u alice", "npm publish", "cargo publish"] {
+    p.packs.off = vec![
+        "guard.hpc".into(),
+        "guard.registry".into(),
+        "guard.obfuscation".into(),
+        "guard.bio".into(),
+    ];
+    for cmd in [
+        "scancel -u alice",
+        "npm publish",
+        "cargo publish",
+        "bash -s",
+        "env GMX_MAXBACKUP=-1 gmx mdrun",
+        "samtools merge -f out.bam a.bam",
+        "irmtrash",
+    ] {
         let j = judged(&p, cmd).expect("allowed");
         assert!(j.findings.is_empty(), "{cmd}: {:?}", j.findings);
     }
@@ -251,4 +264,46 @@ fn policy_show_rules_lists_every_domain_and_rule() {
         let pack = agent_rsh::policy::rules::pack_of(id);
         assert!(rows.contains(&(pack, id)), "{id} not listed under {pack}");
     }
+}
+
+/// A glob of every entry of the workspace root is judged by its pattern,
+/// not by what it matches: it is refused in an empty workspace too, where
+/// it would remove nothing. The pattern says what the command is for; the
+/// contents are known only when it runs, and may have changed by then
+/// (an earlier command of the same line may create them).
+#[test]
+fn a_glob_emptying_the_root_is_refused_by_its_pattern_even_in_an_empty_workspace() {
+    let p = crate::common::policy("[commands]\nallow = [\"rm\", \"mkdir\"]\n");
+    let ws = tempfile::tempdir().unwrap();
+    let check = |cmd: &str| {
+        crate::common::agent()
+            .args(["check", "--json", "--policy"])
+            .arg(&p.path)
+            .arg("--workspace")
+            .arg(ws.path())
+            .arg(cmd)
+            .output()
+            .expect("agent-rsh runs")
+    };
+    for cmd in ["rm -rf *", "rm -rf ./*", "rm -rf */", "rm -r -f -- ./*/"] {
+        let out = check(cmd);
+        assert_eq!(out.status.code(), Some(126), "{cmd}: {out:?}");
+        let v = crate::common::json(&out.stdout);
+        assert_eq!(v["denial"]["rule"], "guard.fs.rm-root", "{cmd}: {v:#}");
+        assert!(
+            v["denial"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("a glob of every entry of a directory")),
+            "{cmd}: {v:#}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(ws.path()).unwrap().count(),
+        0,
+        "check ran nothing"
+    );
+    // A subdirectory's contents may be emptied, empty or not.
+    std::fs::create_dir(ws.path().join("build")).unwrap();
+    let out = check("rm -rf build/*");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
