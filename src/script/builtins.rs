@@ -86,6 +86,12 @@ impl Interp<'_> {
             "declare" | "typeset" => self.declare(c, argv, offsets),
             "mapfile" | "readarray" => self.mapfile(argv, offsets),
             "pushd" | "popd" | "dirs" => self.dirs_builtin(c, argv, offsets),
+            "umask" => Ok(umask(args)),
+            "ulimit" => Ok(ulimit(args)),
+            // A shell that is not interactive keeps no history: bash -c
+            // 'history' prints nothing.
+            "history" => Ok(0),
+            "help" => Ok(help(args)),
             _ => Ok(0),
         }
     }
@@ -2205,6 +2211,279 @@ fn printf_format(format: &str, args: &[String], direct: bool) -> (Vec<u8>, i32) 
         }
     }
     (out, st)
+}
+
+/// `umask [-p] [-S] [MODE]`: prints the mask (octal, `-S` symbolic, `-p`
+/// as a command), or sets it from an octal MODE. Symbolic modes are not
+/// read: the message says to write the octal form.
+fn umask(args: &[String]) -> i32 {
+    let (mut symbolic, mut as_command, mut mode) = (false, false, None);
+    for a in args {
+        match a.as_str() {
+            "-S" => symbolic = true,
+            "-p" => as_command = true,
+            "--" => {}
+            m if mode.is_none() && !m.starts_with('-') => mode = Some(m),
+            m => {
+                say(&format!(
+                    "umask: {m}: invalid option\numask: usage: umask [-p] [-S] [mode]"
+                ));
+                return 2;
+            }
+        }
+    }
+    if let Some(m) = mode {
+        if !m.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+            if m.bytes().any(|b| b.is_ascii_digit()) {
+                say(&format!("umask: {m}: octal number out of range"));
+            } else {
+                say(&format!(
+                    "umask: {m}: symbolic modes are not supported; write the octal mask (umask 022)"
+                ));
+            }
+            return 1;
+        }
+        match u32::from_str_radix(m, 8) {
+            Ok(v) if v <= 0o777 => {
+                // SAFETY: umask cannot fail.
+                unsafe { libc::umask(v as libc::mode_t) };
+                return 0;
+            }
+            _ => {
+                say(&format!("umask: {m}: octal number out of range"));
+                return 1;
+            }
+        }
+    }
+    // SAFETY: umask reads by setting; the old mask is put back at once.
+    let cur = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m as u32
+    };
+    let text = if symbolic {
+        let who = |shift: u32| {
+            let allowed = !(cur >> shift) & 7;
+            let mut s = String::new();
+            for (bit, c) in [(4, 'r'), (2, 'w'), (1, 'x')] {
+                if allowed & bit != 0 {
+                    s.push(c);
+                }
+            }
+            s
+        };
+        format!("u={},g={},o={}", who(6), who(3), who(0))
+    } else {
+        format!("{cur:04o}")
+    };
+    let line = if as_command {
+        format!("umask {}{text}\n", if symbolic { "-S " } else { "" })
+    } else {
+        format!("{text}\n")
+    };
+    print_out(&line)
+}
+
+/// The resources `ulimit` knows: option, description as bash prints it
+/// with `-a`, the resource, and the unit its values are shown in.
+const ULIMITS: &[(char, &str, libc::__rlimit_resource_t, u64)] = &[
+    (
+        'c',
+        "core file size              (blocks, -c)",
+        libc::RLIMIT_CORE,
+        1024,
+    ),
+    (
+        'd',
+        "data seg size               (kbytes, -d)",
+        libc::RLIMIT_DATA,
+        1024,
+    ),
+    (
+        'f',
+        "file size                   (blocks, -f)",
+        libc::RLIMIT_FSIZE,
+        1024,
+    ),
+    (
+        'l',
+        "max locked memory           (kbytes, -l)",
+        libc::RLIMIT_MEMLOCK,
+        1024,
+    ),
+    (
+        'm',
+        "max memory size             (kbytes, -m)",
+        libc::RLIMIT_RSS,
+        1024,
+    ),
+    (
+        'n',
+        "open files                          (-n)",
+        libc::RLIMIT_NOFILE,
+        1,
+    ),
+    (
+        's',
+        "stack size                  (kbytes, -s)",
+        libc::RLIMIT_STACK,
+        1024,
+    ),
+    (
+        't',
+        "cpu time                   (seconds, -t)",
+        libc::RLIMIT_CPU,
+        1,
+    ),
+    (
+        'u',
+        "max user processes                  (-u)",
+        libc::RLIMIT_NPROC,
+        1,
+    ),
+    (
+        'v',
+        "virtual memory              (kbytes, -v)",
+        libc::RLIMIT_AS,
+        1024,
+    ),
+];
+
+/// `ulimit [-HS] [-a | -cdflmnstuv [LIMIT]]`: prints a limit of the run
+/// (the soft one unless -H), or lowers it. The run's own limits are its
+/// hard limits, so nothing here can raise one past what the policy set:
+/// the kernel refuses, and the message says so.
+fn ulimit(args: &[String]) -> i32 {
+    let (mut hard, mut soft, mut all) = (false, false, false);
+    let mut which: Vec<char> = Vec::new();
+    let mut value: Option<&str> = None;
+    for a in args {
+        if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
+            for f in flags.chars() {
+                match f {
+                    'H' => hard = true,
+                    'S' => soft = true,
+                    'a' => all = true,
+                    c if ULIMITS.iter().any(|u| u.0 == c) => which.push(c),
+                    c => {
+                        say(&format!("ulimit: -{c}: invalid option"));
+                        return 2;
+                    }
+                }
+            }
+        } else if value.is_none() {
+            value = Some(a);
+        } else {
+            say(&format!("ulimit: {a}: too many arguments"));
+            return 2;
+        }
+    }
+    let get = |r| {
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit into a local struct.
+        unsafe { libc::getrlimit(r, &mut l) };
+        l
+    };
+    let show = |v: libc::rlim_t, unit: u64| {
+        if v == libc::RLIM_INFINITY {
+            "unlimited".to_string()
+        } else {
+            (v / unit).to_string()
+        }
+    };
+    if all {
+        let mut out = String::new();
+        for &(_, what, r, unit) in ULIMITS {
+            let l = get(r);
+            let v = if hard { l.rlim_max } else { l.rlim_cur };
+            out.push_str(&format!("{what} {}\n", show(v, unit)));
+        }
+        return print_out(&out);
+    }
+    if which.is_empty() {
+        which.push('f');
+    }
+    let Some(&(_, what, r, unit)) = ULIMITS.iter().find(|u| u.0 == which[0]) else {
+        return 2;
+    };
+    let name = what.split("  ").next().unwrap_or(what).trim();
+    let Some(v) = value else {
+        let l = get(r);
+        return print_out(&format!(
+            "{}\n",
+            show(if hard { l.rlim_max } else { l.rlim_cur }, unit)
+        ));
+    };
+    let new = match v {
+        "unlimited" => libc::RLIM_INFINITY,
+        "hard" => get(r).rlim_max,
+        "soft" => get(r).rlim_cur,
+        n => match n.parse::<u64>() {
+            Ok(n) => n.saturating_mul(unit),
+            Err(_) => {
+                say(&format!("ulimit: {n}: invalid number"));
+                return 1;
+            }
+        },
+    };
+    let mut l = get(r);
+    // Neither -H nor -S: both, as in bash.
+    if hard || !soft {
+        l.rlim_max = new;
+    }
+    if soft || !hard {
+        l.rlim_cur = new;
+    }
+    // SAFETY: setrlimit from a local struct.
+    if unsafe { libc::setrlimit(r, &l) } != 0 {
+        say(&format!(
+            "ulimit: {name}: cannot modify limit: a run may lower its limits, not raise them (the policy's [limits] set them)"
+        ));
+        return 1;
+    }
+    0
+}
+
+/// `help [NAME...]`: what this interpreter is, and whether NAME is one of
+/// its builtins; bash's manual has the rest.
+fn help(args: &[String]) -> i32 {
+    if args.is_empty() {
+        let mut names: Vec<&str> = verify::BUILTINS.to_vec();
+        names.extend(["source", ".", "eval", "exec"]);
+        names.sort_unstable();
+        return print_out(&format!(
+            "agent-rsh runs this script on its own interpreter, every command checked against the run's policy.\nThese shell builtins are available (bash's manual, SHELL BUILTIN COMMANDS, describes each):\n{}\n",
+            names.join(" ")
+        ));
+    }
+    let mut st = 0;
+    let mut out = String::new();
+    for a in args {
+        if verify::BUILTINS.contains(&a.as_str())
+            || matches!(a.as_str(), "source" | "." | "eval" | "exec")
+        {
+            out.push_str(&format!(
+                "{a}: a shell builtin of agent-rsh's interpreter; bash's manual (SHELL BUILTIN COMMANDS) describes it\n"
+            ));
+        } else {
+            say(&format!(
+                "help: no help topics match `{a}'.  Try `help help' or `man -k {a}' or `info {a}'."
+            ));
+            st = 1;
+        }
+    }
+    if print_out(&out) != 0 {
+        return 1;
+    }
+    st
+}
+
+fn print_out(text: &str) -> i32 {
+    write_fd(1, text.as_bytes());
+    0
 }
 
 #[cfg(test)]

@@ -114,6 +114,10 @@ enum Call {
         text: String,
         args: Vec<String>,
     },
+    /// `eval ARGS`: the arguments joined by spaces, parsed and run in the
+    /// current shell, every command checked as it runs (a `return` in it
+    /// returns from the function that called eval, as in bash).
+    Eval { text: String },
     /// A script with another interpreter's shebang: that interpreter
     /// running the file (`exec`: the interpreter's path as written, so a
     /// virtualenv's `python` finds its environment).
@@ -1745,6 +1749,16 @@ impl Interp<'_> {
                 argv = a;
                 exec_path = e;
             }
+            Some(Call::Eval { text }) => {
+                let st =
+                    self.with_redirects(&c.redirects, |me| me.run_text("eval".into(), text))?;
+                self.status = st;
+                if exec {
+                    self.exec_exit = true;
+                    return Err(Unwind::Exit(st));
+                }
+                return Ok(st);
+            }
             Some(Call::Source { name, text, args }) => {
                 let st = self.run_source(c, name, text, args)?;
                 if exec {
@@ -1991,6 +2005,11 @@ impl Interp<'_> {
     /// whose first line names a shell or another interpreter.
     fn script_call(&mut self, c: &SimpleCommand, argv: &[String]) -> R<Option<Call>> {
         let name = argv[0].as_str();
+        if name == "eval" {
+            return Ok(Some(Call::Eval {
+                text: argv[1..].join(" "),
+            }));
+        }
         if name == "source" || name == "." {
             let Some(file) = argv.get(1) else {
                 say(&format!("{name}: filename argument required"));

@@ -109,6 +109,10 @@ pub const BUILTINS: &[&str] = &[
     "pushd",
     "popd",
     "dirs",
+    "umask",
+    "ulimit",
+    "history",
+    "help",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -126,7 +130,7 @@ pub fn program_backed(name: &str) -> bool {
 /// shell or interpreter script. An absolute path to anything else is
 /// judged now, as a program path.
 pub fn runs_script(policy: &Policy, name: &str) -> bool {
-    if name == "source" || name == "." || policy.interprets_shell(name) {
+    if name == "source" || name == "." || name == "eval" || policy.interprets_shell(name) {
         return true;
     }
     if !name.contains('/') {
@@ -145,10 +149,6 @@ pub fn runs_script(policy: &Policy, name: &str) -> bool {
 /// Builtins bash has and agent-rsh refuses: rule and hint.
 pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
-        "eval" => (
-            "syntax.eval",
-            "write the command itself; agent-rsh checks every command before it runs, which eval would hide",
-        ),
         "alias" | "unalias" => (
             "syntax.alias",
             "write the command out; aliases are not expanded",
@@ -161,9 +161,8 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.background",
             "there is no job control in a run: start the command with `&` and `wait` for it, or start a job that must outlive the run with `agent-rsh spawn` (or the MCP `spawn` tool)",
         ),
-        "builtin" | "help" | "history" | "ulimit" | "umask" | "times" | "shopt" | "enable"
-        | "caller" | "complete" | "compgen" | "compopt" | "logout" | "bind" | "fc" | "select"
-        | "function" => (
+        "builtin" | "times" | "shopt" | "enable" | "caller" | "complete" | "compgen"
+        | "compopt" | "logout" | "bind" | "fc" | "select" | "function" => (
             "syntax.unsupported",
             "this shell builtin is not supported by agent-rsh; write the commands without it",
         ),

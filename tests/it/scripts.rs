@@ -583,3 +583,62 @@ while True:
         "the server's log is the run's stderr: {r}"
     );
 }
+
+#[test]
+fn eval_runs_its_text_in_this_shell_every_command_checked_as_it_runs() {
+    let p = policy(POLICY);
+    let ws = workspace(&[]);
+    // eval's text is made at run time ($(...) here): each of its commands
+    // is judged then; the refused one fails with 126 and names `eval:1`,
+    // the allowed ones run, and what eval sets stays in this shell.
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "eval \"$(echo 'x=3; echo in $x')\"; echo after $x; eval 'id || echo refused $?'; f() { eval 'return 7'; echo never; }; f; echo ret $?",
+    );
+    assert_eq!(r["stdout"], "in 3\nafter 3\nrefused 126\nret 7\n", "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("eval:1: command.not-allowed"),
+        "{r}"
+    );
+    assert_eq!(r["refusals"][0]["file"], "eval", "{r}");
+    // Checked before running, eval's words are left to run time.
+    let out = agent()
+        .args(["check", "--json", "--policy"])
+        .arg(&p.path)
+        .args(["--", "eval id"])
+        .output()
+        .unwrap();
+    let v = json(&out.stdout);
+    assert_eq!(v["stages"][0]["verdict"], "atRunTime", "{v}");
+}
+
+#[test]
+fn umask_ulimit_history_and_help_are_builtins_as_in_bash() {
+    let p = policy(POLICY);
+    let ws = workspace(&[]);
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "umask 027; umask; umask -S; echo x > f; ls -l f; ulimit -n 64 && ulimit -n; ulimit -S -n 65; echo $?; history; help cd",
+    );
+    let out = r["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[..2], ["0027", "u=rwx,g=rx,o="], "{r}");
+    assert!(lines[2].starts_with("-rw-r----- "), "{r}");
+    assert_eq!(lines[3], "64", "{r}");
+    // Raising a limit past the hard one fails, and says why.
+    assert_eq!(lines[4], "1", "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("ulimit: open files: cannot modify limit"),
+        "{r}"
+    );
+    assert!(lines[5].starts_with("cd: a shell builtin"), "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+}
