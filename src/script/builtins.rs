@@ -92,8 +92,58 @@ impl Interp<'_> {
             // 'history' prints nothing.
             "history" => Ok(0),
             "help" => Ok(help(args)),
+            "shopt" => Ok(self.shopt(args)),
             _ => Ok(0),
         }
+    }
+
+    /// `shopt [-s|-u] [-p] [-q] [NAME...]`: of bash's options, `globstar`
+    /// (`**` matches any depth) is the one this interpreter has; setting
+    /// another fails and says so, so a script never runs believing it on.
+    fn shopt(&mut self, args: &[String]) -> i32 {
+        let (mut set, mut quiet, mut print) = (None, false, false);
+        let mut names = Vec::new();
+        for a in args {
+            match a.as_str() {
+                "-s" => set = Some(true),
+                "-u" => set = Some(false),
+                "-q" => quiet = true,
+                "-p" => print = true,
+                o if o.starts_with('-') => {
+                    say(&format!("shopt: {o}: invalid option"));
+                    return 2;
+                }
+                n => names.push(n),
+            }
+        }
+        if names.is_empty() {
+            names.push("globstar");
+        }
+        let mut st = 0;
+        let mut out = String::new();
+        for n in names {
+            if n != "globstar" {
+                say(&format!(
+                    "shopt: {n}: agent-rsh's interpreter has only the globstar option; write the script without it"
+                ));
+                st = 1;
+                continue;
+            }
+            match set {
+                Some(on) => self.fs.globstar = on,
+                None if quiet => st = if self.fs.globstar { st } else { 1 },
+                None if print => out.push_str(&format!(
+                    "shopt {} globstar\n",
+                    if self.fs.globstar { "-s" } else { "-u" }
+                )),
+                None => out.push_str(&format!(
+                    "globstar       \t{}\n",
+                    if self.fs.globstar { "on" } else { "off" }
+                )),
+            }
+        }
+        write_fd(1, out.as_bytes());
+        st
     }
 
     /// The top-level list, line by line as bash reads `bash -c`: an

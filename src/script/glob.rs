@@ -297,11 +297,26 @@ pub trait Dirs {
     fn list(&mut self, dir: &str) -> Vec<String>;
     fn exists(&mut self, path: &str) -> bool;
     fn is_dir(&mut self, path: &str) -> bool;
+    /// A directory, not a symlink to one (`**` does not follow symlinks,
+    /// as bash's since 4.3).
+    fn is_real_dir(&mut self, path: &str) -> bool {
+        self.is_dir(path)
+    }
+    /// `shopt -s globstar`: a component `**` matches any depth.
+    fn globstar(&self) -> bool {
+        false
+    }
 }
+
+/// At most this many directories are walked for one `**` (a tree larger
+/// than that is cut, the rest unmatched): expansion stays bounded.
+const GLOBSTAR_MAX_DIRS: usize = 100_000;
 
 /// The real file system, relative to `cwd` for relative patterns.
 pub struct Fs {
     pub cwd: String,
+    /// `shopt -s globstar`.
+    pub globstar: bool,
 }
 
 impl Fs {
@@ -333,6 +348,48 @@ impl Dirs for Fs {
     fn is_dir(&mut self, path: &str) -> bool {
         std::fs::metadata(self.full(path)).is_ok_and(|m| m.is_dir())
     }
+
+    fn is_real_dir(&mut self, path: &str) -> bool {
+        std::fs::symlink_metadata(self.full(path)).is_ok_and(|m| m.is_dir())
+    }
+
+    fn globstar(&self) -> bool {
+        self.globstar
+    }
+}
+
+/// `**` under globstar: every directory below `prefix` (not following
+/// symlinks, not hidden ones), each with a trailing `/`; with `files` the
+/// other entries too, and with `links` the symlinks to directories as
+/// directories (bash lists them for a final `**/` without entering them);
+/// sorted as bash sorts them.
+fn descend(prefix: &str, files: bool, links: bool, fs: &mut dyn Dirs) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut queue = vec![prefix.to_string()];
+    let mut walked = 0;
+    while let Some(p) = queue.pop() {
+        walked += 1;
+        if walked > GLOBSTAR_MAX_DIRS {
+            break;
+        }
+        let dir = if p.is_empty() { "." } else { p.as_str() };
+        for name in fs.list(dir) {
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = format!("{p}{name}");
+            if fs.is_real_dir(&path) {
+                queue.push(format!("{path}/"));
+                out.push(format!("{path}/"));
+            } else if links && fs.is_dir(&path) {
+                out.push(format!("{path}/"));
+            } else if files {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Pathname expansion of one field; empty when nothing matches.
@@ -357,7 +414,9 @@ pub fn expand(text: &PatText, fs: &mut dyn Dirs) -> Vec<String> {
         if comp.is_empty() {
             // A trailing slash (or `//`): keep directories only.
             for p in prefixes {
-                if last && !fs.is_dir(&p) {
+                // The current directory itself (`**/` matching no
+                // directory) is no match.
+                if last && (p.is_empty() || !fs.is_dir(&p)) {
                     continue;
                 }
                 next.push(if p.ends_with('/') { p } else { format!("{p}/") });
@@ -365,7 +424,32 @@ pub fn expand(text: &PatText, fs: &mut dyn Dirs) -> Vec<String> {
             prefixes = next;
             continue;
         }
-        if has_magic(comp) {
+        let starstar = comp.len() == 2 && comp.iter().all(|&(c, active)| c == '*' && active);
+        if starstar && fs.globstar() {
+            any_magic = true;
+            // `**/` at the end lists directories only.
+            let dirs_only = k + 2 == n && comps[k + 1].is_empty();
+            for p in &prefixes {
+                if last {
+                    // `**` last: the directory itself (not the current
+                    // one), then every file and directory below, without
+                    // their trailing slashes.
+                    if !p.is_empty() {
+                        next.push(p.clone());
+                    }
+                    next.extend(
+                        descend(p, true, false, fs)
+                            .into_iter()
+                            .map(|x| x.trim_end_matches('/').to_string()),
+                    );
+                } else {
+                    // `**/`: this directory and every one below.
+                    next.push(p.clone());
+                    next.extend(descend(p, false, dirs_only, fs));
+                }
+            }
+            next.dedup();
+        } else if has_magic(comp) {
             any_magic = true;
             let pat = Pattern::compile(comp);
             let dot = pat.starts_with_dot();
@@ -512,6 +596,75 @@ mod tests {
             let p = path.trim_end_matches('/');
             self.0.iter().any(|f| f.starts_with(&format!("{p}/")))
         }
+    }
+
+    /// `Fake` under `shopt -s globstar`.
+    struct Star(Fake);
+
+    impl Dirs for Star {
+        fn list(&mut self, dir: &str) -> Vec<String> {
+            self.0.list(dir)
+        }
+        fn exists(&mut self, path: &str) -> bool {
+            self.0.exists(path)
+        }
+        fn is_dir(&mut self, path: &str) -> bool {
+            self.0.is_dir(path)
+        }
+        fn globstar(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn globstar_matches_any_depth_and_only_when_set() {
+        let tree = || {
+            Fake(vec![
+                "a.txt",
+                "d/x.txt",
+                "d/y.rs",
+                "d/sub/z.txt",
+                "e/x.txt",
+                ".h/q.txt",
+            ])
+        };
+        assert_eq!(
+            expand(&act("**/*.txt"), &mut Star(tree())),
+            vec!["a.txt", "d/sub/z.txt", "d/x.txt", "e/x.txt"]
+        );
+        assert_eq!(
+            expand(&act("**"), &mut Star(tree())),
+            vec![
+                "a.txt",
+                "d",
+                "d/sub",
+                "d/sub/z.txt",
+                "d/x.txt",
+                "d/y.rs",
+                "e",
+                "e/x.txt"
+            ]
+        );
+        assert_eq!(
+            expand(&act("d/**"), &mut Star(tree())),
+            vec!["d/", "d/sub", "d/sub/z.txt", "d/x.txt", "d/y.rs"]
+        );
+        assert_eq!(
+            expand(&act("d/**/"), &mut Star(tree())),
+            vec!["d/", "d/sub/"]
+        );
+        assert_eq!(
+            expand(&act("**/"), &mut Star(tree())),
+            vec!["d/", "d/sub/", "e/"]
+        );
+        // Without globstar `**` is `*`.
+        assert_eq!(
+            expand(&act("**/*.txt"), &mut tree()),
+            vec!["d/x.txt", "e/x.txt"]
+        );
+        // Quoted, it is two literal stars.
+        let quoted: Vec<(char, bool)> = vec![('*', false), ('*', false), ('/', true), ('*', true)];
+        assert!(expand(&quoted, &mut Star(tree())).is_empty());
     }
 
     #[test]

@@ -522,6 +522,7 @@ impl<'s> Interp<'s> {
             script,
             fs: glob::Fs {
                 cwd: cwd.display().to_string(),
+                globstar: false,
             },
             private_tmp: policy.private_tmp() && Path::new(super::PRIVATE_TMP).exists(),
             policy,

@@ -113,6 +113,7 @@ pub const BUILTINS: &[&str] = &[
     "ulimit",
     "history",
     "help",
+    "shopt",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -161,8 +162,8 @@ pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
             "syntax.background",
             "there is no job control in a run: start the command with `&` and `wait` for it, or start a job that must outlive the run with `agent-rsh spawn` (or the MCP `spawn` tool)",
         ),
-        "builtin" | "times" | "shopt" | "enable" | "caller" | "complete" | "compgen"
-        | "compopt" | "logout" | "bind" | "fc" | "select" | "function" => (
+        "builtin" | "times" | "enable" | "caller" | "complete" | "compgen" | "compopt"
+        | "logout" | "bind" | "fc" | "select" | "function" => (
             "syntax.unsupported",
             "this shell builtin is not supported by agent-rsh; write the commands without it",
         ),

@@ -642,3 +642,47 @@ fn umask_ulimit_history_and_help_are_builtins_as_in_bash() {
     assert!(lines[5].starts_with("cd: a shell builtin"), "{r}");
     assert_eq!(r["exitCode"], 0, "{r}");
 }
+
+#[test]
+fn shopt_globstar_matches_any_depth_as_bash_does() {
+    let p = policy(POLICY);
+    let ws = workspace(&[]);
+    for f in [
+        "a.py",
+        "src/b.py",
+        "src/pkg/c.py",
+        "src/pkg/d.txt",
+        ".hidden/e.py",
+    ] {
+        let path = ws.path().join(f);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "").unwrap();
+    }
+    std::os::unix::fs::symlink("src", ws.path().join("link")).unwrap();
+    let script = "echo **/*.py; shopt -s globstar; echo **/*.py; echo src/**; echo **/; shopt globstar; shopt -q globstar && echo on; shopt -u globstar; echo **/*.py";
+    let r = run_json(&p.path, ws.path(), script);
+    let bash = std::process::Command::new("bash")
+        .args(["-c", script])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        r["stdout"].as_str().unwrap(),
+        String::from_utf8_lossy(&bash.stdout),
+        "{r}"
+    );
+    assert!(
+        r["stdout"].as_str().unwrap().contains("src/pkg/c.py"),
+        "{r}"
+    );
+    // An option the interpreter does not have is refused, not ignored.
+    let r = run_json(&p.path, ws.path(), "shopt -s nullglob; echo $?");
+    assert_eq!(r["stdout"], "1\n", "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("has only the globstar option"),
+        "{r}"
+    );
+}
