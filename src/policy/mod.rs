@@ -383,9 +383,17 @@ impl Default for Scopes {
             "/usr/lib/python3",
         ]));
         // Only the versions this host has, so `policy show` stays short.
+        // Debian's /usr/lib/python3.X/sitecustomize.py links into
+        // /etc/python3.X: without it Python prints an error at every start
+        // where no mount view hides the link.
         read.extend(
             (6..=20)
-                .map(|minor| PathBuf::from(format!("/usr/lib/python3.{minor}")))
+                .flat_map(|minor| {
+                    [
+                        PathBuf::from(format!("/usr/lib/python3.{minor}")),
+                        PathBuf::from(format!("/etc/python3.{minor}")),
+                    ]
+                })
                 .filter(|d| d.is_dir()),
         );
         read.extend(p(&[

@@ -748,3 +748,23 @@ fn a_scope_file_replaced_while_the_view_is_built_keeps_the_view() {
         );
     });
 }
+
+#[test]
+fn python_starts_quietly_with_and_without_the_mount_view() {
+    if !common::system_python3() {
+        common::unavailable(
+            "confine::python_starts_quietly_with_and_without_the_mount_view",
+            "needs python3 in /usr/bin",
+        );
+        return;
+    }
+    // Debian's sitecustomize.py is a link into /etc/python3.X: the default
+    // read scopes hold it, so Landlock does not turn Python's start into
+    // an error message where no mount view hides the link.
+    let p = policy_allowing("[commands]\nallow = [\"python3\"]", "", "");
+    for env in [&[][..], &[("AGENT_RSH_SIMULATE_MISSING", "mountns")][..]] {
+        let r = run_with(&p, None, "python3 -c 'print(6*7)'", env);
+        assert_eq!(r["stdout"], "42\n", "{env:?}: {r}");
+        assert_eq!(r["stderr"], "", "{env:?}: {r}");
+    }
+}
