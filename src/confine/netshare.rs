@@ -125,8 +125,8 @@ impl Shared {
         self.join.as_ref()
     }
 
-    /// Joining failed (`why`): the run makes a namespace of its own, which
-    /// later runs will join.
+    /// Joining failed: the run makes a namespace of its own, which later
+    /// runs will join.
     pub fn forget_join(&mut self) {
         self.join = None;
     }

@@ -251,7 +251,7 @@ enum UserNs<'a> {
 /// mount namespaces `flags` asks for, made inside the joined user
 /// namespace; it reports the guardian's pid, or the error, and exits.
 fn clone_joined(
-    spec: &mut ChildSpec,
+    spec: &ChildSpec,
     confinement: &Confinement,
     (user, net): (Option<RawFd>, RawFd),
     flags: libc::c_ulong,

@@ -2405,7 +2405,8 @@ const ULIMITS: &[(char, &str, libc::__rlimit_resource_t, u64)] = &[
 /// the kernel refuses, and the message says so.
 fn ulimit(args: &[String]) -> i32 {
     let (mut hard, mut soft, mut all) = (false, false, false);
-    let mut which: Vec<char> = Vec::new();
+    // The first resource named (bash prints each; one is what scripts ask).
+    let mut which: Option<char> = None;
     let mut value: Option<&str> = None;
     for a in args {
         if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty()) {
@@ -2414,7 +2415,9 @@ fn ulimit(args: &[String]) -> i32 {
                     'H' => hard = true,
                     'S' => soft = true,
                     'a' => all = true,
-                    c if ULIMITS.iter().any(|u| u.0 == c) => which.push(c),
+                    c if ULIMITS.iter().any(|u| u.0 == c) => {
+                        which.get_or_insert(c);
+                    }
                     c => {
                         say(&format!("ulimit: -{c}: invalid option"));
                         return 2;
@@ -2453,10 +2456,8 @@ fn ulimit(args: &[String]) -> i32 {
         }
         return print_out(&out);
     }
-    if which.is_empty() {
-        which.push('f');
-    }
-    let Some(&(_, what, r, unit)) = ULIMITS.iter().find(|u| u.0 == which[0]) else {
+    let which = which.unwrap_or('f');
+    let Some(&(_, what, r, unit)) = ULIMITS.iter().find(|u| u.0 == which) else {
         return 2;
     };
     let name = what.split("  ").next().unwrap_or(what).trim();
@@ -2497,12 +2498,16 @@ fn ulimit(args: &[String]) -> i32 {
     0
 }
 
+/// Builtins the interpreter runs as scripts or through `exec`, beside
+/// `verify::BUILTINS`.
+const SCRIPT_BUILTINS: [&str; 4] = ["source", ".", "eval", "exec"];
+
 /// `help [NAME...]`: what this interpreter is, and whether NAME is one of
 /// its builtins; bash's manual has the rest.
 fn help(args: &[String]) -> i32 {
     if args.is_empty() {
         let mut names: Vec<&str> = verify::BUILTINS.to_vec();
-        names.extend(["source", ".", "eval", "exec"]);
+        names.extend(SCRIPT_BUILTINS);
         names.sort_unstable();
         return print_out(&format!(
             "agent-rsh runs this script on its own interpreter, every command checked against the run's policy.\nThese shell builtins are available (bash's manual, SHELL BUILTIN COMMANDS, describes each):\n{}\n",
@@ -2512,9 +2517,7 @@ fn help(args: &[String]) -> i32 {
     let mut st = 0;
     let mut out = String::new();
     for a in args {
-        if verify::BUILTINS.contains(&a.as_str())
-            || matches!(a.as_str(), "source" | "." | "eval" | "exec")
-        {
+        if verify::BUILTINS.contains(&a.as_str()) || SCRIPT_BUILTINS.contains(&a.as_str()) {
             out.push_str(&format!(
                 "{a}: a shell builtin of agent-rsh's interpreter; bash's manual (SHELL BUILTIN COMMANDS) describes it\n"
             ));
