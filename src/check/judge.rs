@@ -116,6 +116,10 @@ struct Judge<'p, 'r> {
     out: Judgement,
     /// Commands judged so far (at most MAX_COMMANDS).
     judged: usize,
+    /// The files the command's standard input reads, as far as the words
+    /// of the script say (`< .env`, `cat .env |`); a wrapper's inner
+    /// command reads the same input.
+    stdin: &'r [String],
 }
 
 /// Judges `argv` (its program already resolved by the caller). `resolve`
@@ -124,6 +128,18 @@ struct Judge<'p, 'r> {
 pub fn judge(
     policy: &Policy,
     argv: &[String],
+    resolve: &mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
+    explain: bool,
+) -> Judgement {
+    judge_fed(policy, argv, &[], resolve, explain)
+}
+
+/// `judge`, knowing the files the command's standard input reads (the
+/// rules with `stdin` look at them).
+pub fn judge_fed(
+    policy: &Policy,
+    argv: &[String],
+    stdin: &[String],
     resolve: &mut dyn FnMut(&str) -> Result<PathBuf, Denial>,
     explain: bool,
 ) -> Judgement {
@@ -141,6 +157,7 @@ pub fn judge(
         resolve,
         out: Judgement::default(),
         judged: 0,
+        stdin,
     };
     if !words.is_empty() {
         j.level(&words, 0, None);
@@ -209,7 +226,7 @@ impl Judge<'_, '_> {
             .chain(policy.rules.iter().filter(|r| r.applies_to(program)))
             .filter(|r| !(interpreted && r.unless_interpreted));
         for r in rules {
-            if let Some(hit) = r.check(&n, &texts) {
+            if let Some(hit) = r.check_fed(&n, &texts, self.stdin) {
                 self.fire(Finding {
                     rule: r.id.clone(),
                     severity: r.severity,

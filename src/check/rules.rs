@@ -127,7 +127,17 @@ impl RuleSpec {
 
     /// Does the rule fire on this reading? `words` is the argv judged.
     pub fn check(&self, n: &Normalized, words: &[&str]) -> Option<Hit> {
+        self.check_fed(n, words, &[])
+    }
+
+    /// `check`, knowing the files the command's standard input reads
+    /// (for `stdin` rules).
+    pub fn check_fed(&self, n: &Normalized, words: &[&str], stdin: &[String]) -> Option<Hit> {
         let c = self.compiled().ok()?;
+        let fed = match &c.stdin {
+            None => None,
+            Some(re) => Some(stdin.iter().find(|p| re.is_match(&lexical_path(p)))?),
+        };
         let sub = n.subcommand;
         if !self.subcommand.is_empty()
             && !sub.is_some_and(|(s, _)| self.subcommand.iter().any(|x| x == s))
@@ -240,6 +250,13 @@ impl RuleSpec {
             hit = Some(Hit {
                 index: i,
                 seen: w.to_string(),
+            });
+        }
+        // What the input carries is the finding, whatever else had to hold.
+        if let Some(p) = fed {
+            hit = Some(Hit {
+                index: 0,
+                seen: format!("< {p}"),
             });
         }
         Some(hit.unwrap_or_else(|| match sub {

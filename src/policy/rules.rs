@@ -104,6 +104,13 @@ pub struct RuleSpec {
     /// A value, positional or word matching this regex does not count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub except: Option<String>,
+    /// The command's standard input reads a file whose path matches this
+    /// regex: the file of a `< FILE` redirection, or one an earlier stage
+    /// of the pipeline copies to its output (`cat .env | nc host 80`).
+    /// Only what the words of the script say is known; a file named by
+    /// an expansion in another stage is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
     pub severity: Severity,
     pub reason: String,
     /// What to run instead.
@@ -186,6 +193,7 @@ pub(crate) struct Compiled {
     pub(crate) then: Option<Pattern>,
     pub(crate) word: Option<Pattern>,
     pub(crate) except: Option<Pattern>,
+    pub(crate) stdin: Option<Pattern>,
     pub(crate) option: Vec<OptName>,
     pub(crate) with_option: Vec<OptName>,
     pub(crate) unless_option: Vec<OptName>,
@@ -243,6 +251,7 @@ impl RuleSpec {
                     then: regex("then", &self.then)?,
                     word: regex("word", &self.word)?,
                     except: regex("except", &self.except)?,
+                    stdin: regex("stdin", &self.stdin)?,
                     option: names(&self.option)?,
                     with_option: names(&self.with_option)?,
                     unless_option: names(&self.unless_option)?,

@@ -26,10 +26,10 @@ mod builtins;
 use super::ShellError;
 use super::ast::*;
 use super::expand::{self, ExpandError, Shell, Tilde};
-use super::glob;
 use super::options::{self, Options};
 use super::scripts::{self, Shebang};
 use super::verify::{self, Resolved};
+use super::{feed, glob};
 use crate::check::{self, Denial, DenialKind, judge};
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
@@ -186,6 +186,10 @@ struct Interp<'s> {
     /// A `|&` stage: stderr joins stdout after the command's own
     /// redirections (bash applies the implicit 2>&1 last).
     stderr_to_pipe: bool,
+    /// The files the pipe into this process carries (`cat .env | nc`),
+    /// as far as the words say (`feed`): judged with each command that
+    /// reads it.
+    piped: Vec<String>,
     /// When the process that runs the current command was forked (the
     /// order of the `commands` report).
     forked_at: u64,
@@ -542,6 +546,7 @@ impl<'s> Interp<'s> {
             denied_flag: flag.cast(),
             cache: HashMap::new(),
             stderr_to_pipe: false,
+            piped: Vec::new(),
             forked_at: 0,
             frame: None,
             positional: vec!["agent-rsh".into()],
@@ -831,6 +836,8 @@ impl Interp<'_> {
         let n = stages.len();
         let mut prev_read: Option<RawFd> = None;
         let mut pids = Vec::with_capacity(n);
+        // The first stage reads what this process reads.
+        let mut input = self.piped.clone();
         for (i, st) in stages.iter().enumerate() {
             let out = if i + 1 < n {
                 match pipe() {
@@ -849,6 +856,7 @@ impl Interp<'_> {
             let started = Instant::now();
             let pid = self.fork()?;
             if pid == 0 {
+                self.piped = input;
                 if let Some(r) = prev_read {
                     dup2(r, 0);
                     close(r);
@@ -863,6 +871,7 @@ impl Interp<'_> {
                 self.child_exit(r);
             }
             pids.push((pid, started));
+            input = feed::carried(&st.command, &input);
             if let Some(r) = prev_read.take() {
                 close(r);
             }
@@ -1929,8 +1938,11 @@ impl Interp<'_> {
         // names, so `rm -rf "$PWD"` is `rm -rf .`. The static check did not
         // know the directory, so such an argv is judged again.
         let seen = crate::check::as_seen_from(&self.workspace, &self.cwd, judged);
+        // A pipe the static check did not follow (in a compound command,
+        // a substitution or a script file) is judged now.
         if let Some(r) = &static_check
             && r.checked
+            && self.piped.is_empty()
             && matches!(seen, std::borrow::Cow::Borrowed(_))
         {
             return Ok(Some(r.program.clone()));
@@ -1976,6 +1988,7 @@ impl Interp<'_> {
                 },
             },
         };
+        let stdin = feed::stdin_files(c, &self.piped);
         let j = {
             let (policy, cache) = (&self.policy, &mut self.cache);
             let (workspace, cwd) = (&self.workspace, &self.cwd);
@@ -1988,7 +2001,7 @@ impl Interp<'_> {
                 }
                 r => r,
             };
-            judge::judge(policy, &seen, &mut resolve, false)
+            judge::judge_fed(policy, &seen, &stdin, &mut resolve, false)
         };
         for w in j.warnings() {
             self.report(serde_json::json!({ "w": w }));

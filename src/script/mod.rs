@@ -10,6 +10,7 @@
 pub mod arith;
 pub mod ast;
 pub mod expand;
+pub mod feed;
 pub mod glob;
 pub mod interp;
 pub mod job;

@@ -7,7 +7,7 @@
 //! again by the interpreter, after expansion, right before exec.
 
 use super::ast::*;
-use super::expand;
+use super::{expand, feed};
 use crate::check::{self, Denial, DenialKind, judge};
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
@@ -324,6 +324,10 @@ struct Verifier<'p> {
     /// functions, or assigns PATH: a name not on the allowlist, or not
     /// installed, is judged when it runs.
     sources: bool,
+    /// What the pipe into a stage of a top-level pipeline carries, by
+    /// simple command id (`feed`); a pipe elsewhere is followed when the
+    /// stage runs.
+    piped: HashMap<usize, Vec<String>>,
 }
 
 /// The functions a script defines (in its lists, not inside command
@@ -393,7 +397,21 @@ pub fn verify(policy: &Policy, script: &Script, ctx: &Context, explain: bool) ->
         explain,
         functions: HashSet::new(),
         sources: false,
+        piped: HashMap::new(),
     };
+    for ao in &script.body {
+        for p in std::iter::once(&ao.first).chain(ao.rest.iter().map(|(_, p)| p)) {
+            let mut input = Vec::new();
+            for st in &p.stages {
+                if let Command::Simple(c) = &st.command
+                    && !input.is_empty()
+                {
+                    v.piped.insert(c.id, input.clone());
+                }
+                input = feed::carried(&st.command, &input);
+            }
+        }
+    }
     let (functions, in_bodies) = functions_of(script);
     v.functions = functions;
     let mut cmds = Vec::new();
@@ -809,6 +827,7 @@ impl Verifier<'_> {
         // Under commands.workspace a wrapper may start the project's own
         // program (`timeout 5 ./a.out`): a relative path, perhaps built by
         // an earlier command, found and judged when it runs.
+        let stdin = feed::stdin_files(c, self.piped.get(&c.id).map_or(&[], Vec::as_slice));
         let mut own = false;
         let mut resolve = |n: &str| match self.resolve(n) {
             Err(d)
@@ -819,7 +838,7 @@ impl Verifier<'_> {
             }
             r => r,
         };
-        let j = judge::judge(policy, &argv, &mut resolve, explain);
+        let j = judge::judge_fed(policy, &argv, &stdin, &mut resolve, explain);
         verdict.warnings = j.warnings().collect();
         self.out.warnings.extend(verdict.warnings.iter().cloned());
         if let Some(mut d) = j.denial {
