@@ -95,7 +95,12 @@ pub fn build(
                 "remove it from the value",
             ));
         }
-        if let Some(why) = dangerous(k) {
+        let why = match value_verdict(policy, None, k, v) {
+            ValueVerdict::Safe => None,
+            ValueVerdict::Refused(why) => Some(why),
+            ValueVerdict::ByName => dangerous(k).map(String::from),
+        };
+        if let Some(why) = why {
             return Err(Denial {
                 arg_index: None,
                 ..Denial::new(
@@ -262,5 +267,170 @@ mod tests {
         let env = build_with(&p, &["MODE=b"], &[]).unwrap();
         assert_eq!(get(&env, "PAGER"), Some("less"));
         assert_eq!(get(&env, "MODE"), Some("b"));
+    }
+}
+
+/// What a value of a variable that `dangerous` names may be, for the few
+/// a coding loop sets every day: build flags (`CFLAGS=-O2 make`) and
+/// module search paths (`PYTHONPATH=src pytest`). Their names are refused
+/// because a value can hand a tool a program to run or code to load; the
+/// value is read instead, and only those words are refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueVerdict {
+    /// Not a variable read by value: `dangerous` decides by name.
+    ByName,
+    Safe,
+    /// Why this value is refused.
+    Refused(String),
+}
+
+/// Flags a compiler or linker reads from CFLAGS and the like.
+const FLAG_VARIABLES: &[&str] = &["CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "FFLAGS"];
+
+/// Module search paths, with the interpreter whose modules they find: the
+/// path gives nothing the interpreter itself would not run, so it is
+/// read only where the policy allows that interpreter by name.
+const PATH_VARIABLES: &[(&str, &[&str])] = &[
+    ("PYTHONPATH", &["python3", "python"]),
+    ("NODE_PATH", &["node"]),
+];
+
+/// Whether `name` is one whose value is checked (`value_verdict`) rather
+/// than refused by name; an assignment or export of it is allowed, and
+/// its value checked when a program would get it.
+pub fn read_by_value(name: &str) -> bool {
+    FLAG_VARIABLES.contains(&name) || PATH_VARIABLES.iter().any(|(n, _)| *n == name)
+}
+
+/// The verdict on `name=value` reaching a program. `workspace`, when known,
+/// is where absolute entries of a search path may point.
+pub fn value_verdict(
+    policy: &Policy,
+    workspace: Option<&std::path::Path>,
+    name: &str,
+    value: &str,
+) -> ValueVerdict {
+    if policy.env.set.get(name).is_some_and(|v| v == value) {
+        return ValueVerdict::Safe;
+    }
+    if FLAG_VARIABLES.contains(&name) {
+        return match value.split_whitespace().find(|w| runs_something(w)) {
+            None => ValueVerdict::Safe,
+            Some(w) => ValueVerdict::Refused(format!(
+                "{name} holds `{w}`, which makes the compiler or linker run or load another program"
+            )),
+        };
+    }
+    let Some((_, interpreters)) = PATH_VARIABLES.iter().find(|(n, _)| *n == name) else {
+        return ValueVerdict::ByName;
+    };
+    if !interpreters
+        .iter()
+        .any(|i| super::resolve(policy, i).is_ok())
+    {
+        return ValueVerdict::Refused(format!(
+            "{name} makes a program load modules from where it says, and the policy does not allow {} itself",
+            interpreters[0]
+        ));
+    }
+    for entry in value.split(':') {
+        let p = std::path::Path::new(entry);
+        let climbs = p
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir));
+        let outside = p.is_absolute() && !workspace.is_some_and(|w| p.starts_with(w));
+        if climbs || outside {
+            return ValueVerdict::Refused(format!(
+                "{name} entry `{entry}` is outside the workspace; its entries must be directories of the workspace (`src`, `.`, `$PWD/lib`)"
+            ));
+        }
+    }
+    ValueVerdict::Safe
+}
+
+/// A compiler or linker flag that runs or loads a program: a directory
+/// to find the compiler's own programs in (`-B`), a wrapper, a plugin,
+/// a specs file (which can name programs), a linker by path, a response
+/// file (`@FILE`, any flags at all), or options handed on unread.
+fn runs_something(word: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "@",
+        "-B",
+        "-wrapper",
+        "-fplugin",
+        "-iplugindir",
+        "-specs",
+        "--specs",
+        "-Xlinker",
+        "-Xassembler",
+        "-Xpreprocessor",
+        "-plugin",
+        "--plugin",
+        "-fuse-ld=/",
+        "-fuse-ld=.",
+        "--ld-path",
+    ];
+    PREFIXES.iter().any(|p| word.starts_with(p))
+        || (word.starts_with("-Wl,") && word.contains("plugin"))
+        || (word.starts_with("-fuse-ld=") && word.contains('/'))
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+
+    #[test]
+    fn build_flags_and_search_paths_are_read_by_value() {
+        let mut p = Policy::default();
+        p.commands.allow = vec!["python3".into()];
+        let ws = std::path::Path::new("/home/a/repo");
+        let v = |n: &str, val: &str| value_verdict(&p, Some(ws), n, val);
+        for (n, val) in [
+            (
+                "CFLAGS",
+                "-O2 -g -Wall -Wextra -std=c11 -fPIC -DNDEBUG -Iinclude",
+            ),
+            (
+                "LDFLAGS",
+                "-L/usr/local/lib -lm -pthread -Wl,-rpath,/opt/x/lib -Wl,--as-needed",
+            ),
+            ("CXXFLAGS", "-O3 -march=native -fno-exceptions"),
+            ("PYTHONPATH", "src"),
+            ("PYTHONPATH", ".:src:tests"),
+            ("PYTHONPATH", "/home/a/repo/lib"),
+            ("PYTHONPATH", ""),
+        ] {
+            assert_eq!(v(n, val), ValueVerdict::Safe, "{n}={val}");
+        }
+        for (n, val) in [
+            ("CFLAGS", "-O2 -B./tools"),
+            ("CFLAGS", "-wrapper ./w"),
+            ("CFLAGS", "-fplugin=./p.so"),
+            ("CFLAGS", "@flags.txt"),
+            ("CFLAGS", "-specs=x.specs"),
+            ("LDFLAGS", "-fuse-ld=/tmp/ld"),
+            ("LDFLAGS", "-Wl,-plugin,./lto.so"),
+            ("LDFLAGS", "-Xlinker -plugin"),
+            ("PYTHONPATH", "../other"),
+            ("PYTHONPATH", "/usr/lib/evil"),
+            ("PYTHONPATH", "src:/etc"),
+            // node is not allowed: NODE_PATH gives the project's modules
+            // to a program that is not the interpreter.
+            ("NODE_PATH", "lib"),
+        ] {
+            assert!(
+                matches!(v(n, val), ValueVerdict::Refused(_)),
+                "{n}={val}: {:?}",
+                v(n, val)
+            );
+        }
+        assert_eq!(v("LD_PRELOAD", "x.so"), ValueVerdict::ByName);
+        assert_eq!(v("CC", "gcc"), ValueVerdict::ByName);
+        // The policy's own value holds whatever it says.
+        p.env.set.insert("CFLAGS".into(), "-B/opt/gcc".into());
+        assert_eq!(
+            value_verdict(&p, Some(ws), "CFLAGS", "-B/opt/gcc"),
+            ValueVerdict::Safe
+        );
     }
 }

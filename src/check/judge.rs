@@ -258,7 +258,7 @@ impl Judge<'_, '_> {
                 .collect()
         };
         let mut read_as = false;
-        let inner: Vec<Vec<Word>> = match wrappers::inner(w, &n, &texts, policy.max_command_bytes) {
+        let inner: Vec<Vec<Word>> = match wrappers::inner(w, &n, &texts, policy) {
             Inner::Nothing => return,
             Inner::ReadAs(list) => {
                 read_as = true;

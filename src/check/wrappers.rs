@@ -7,6 +7,7 @@
 use super::args::{Normalized, Opt, name_matches};
 use super::rules::{Severity, find_option, find_options};
 use crate::lex;
+use crate::policy::Policy;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
@@ -257,7 +258,8 @@ const SHELL_BUILTINS: &[&str] = &[
 ];
 
 /// The inner command of wrapper `w` over `argv` read as `n`.
-pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -> Inner {
+pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], policy: &Policy) -> Inner {
+    let max_bytes = policy.max_command_bytes;
     // First: an option that makes it unreadable outweighs one that would
     // mean "nothing runs" (`at -l -b`: the last mode given wins).
     if let Some(o) = find_option(n, &w.opaque_with) {
@@ -345,12 +347,18 @@ pub fn inner(w: &WrapperSpec, n: &Normalized, argv: &[&str], max_bytes: usize) -
         }
         if w.assignments && word.contains('=') {
             // GNU env takes every word with `=` before the command as an assignment.
-            let name = word.split_once('=').map_or(word, |(n, _)| n);
-            if let Some(why) = super::env::dangerous(name) {
+            let (name, value) = word.split_once('=').unwrap_or((word, ""));
+            let why = match super::env::value_verdict(policy, None, name, value) {
+                super::env::ValueVerdict::Safe => None,
+                super::env::ValueVerdict::Refused(why) => Some(why),
+                super::env::ValueVerdict::ByName => super::env::dangerous(name)
+                    .map(|w| format!("`{name}` set by env is refused: {w}")),
+            };
+            if let Some(reason) = why {
                 return Inner::Finding(Problem {
                     rule: "wrapper.env.dangerous-variable",
                     severity: Severity::Critical,
-                    reason: format!("`{name}` set by env is refused: {why}"),
+                    reason,
                     hint: "leave it unset; set harmless variables with --env NAME=VALUE".into(),
                     index: i,
                 });

@@ -1827,6 +1827,21 @@ impl Interp<'_> {
                 None => env.push((k, v)),
             }
         }
+        // Build flags and search paths were set freely; their values are
+        // read now that a program would get them.
+        for (k, v) in &env {
+            if let check::env::ValueVerdict::Refused(why) =
+                check::env::value_verdict(&self.policy, Some(&self.workspace), k, v)
+            {
+                let mut d = Denial::new(
+                    "env.dangerous",
+                    format!("the environment of `{name}` is refused: {why}"),
+                    "leave that word out, or set the variable only for programs that need it",
+                );
+                d.offset = Some(c.offset);
+                return Err(self.deny(d));
+            }
+        }
         if tail && self.child {
             self.exec_program(c, &program, &argv, &env);
         }

@@ -186,6 +186,11 @@ pub fn screen_name(policy: &Policy, name: &str, offset: usize) -> Result<(), Den
     if name == "PATH" && policy.commands.workspace {
         return Ok(());
     }
+    // Build flags and search paths: their value is checked when a program
+    // would get it (`check::env::value_verdict`).
+    if check::env::read_by_value(name) {
+        return Ok(());
+    }
     if let Some(why) = check::env::dangerous(name) {
         let mut d = Denial::new(
             "env.dangerous",

@@ -914,3 +914,69 @@ fn a_wrapper_starts_the_projects_own_program_only_under_the_grant() {
     refused(&strict, "timeout 5 ./hello");
     refused(&strict, "env ./run.sh");
 }
+
+/// Build flags and module search paths, which a coding loop sets every
+/// day, are read by value: `CFLAGS='-O2 -DANSWER=42' make` and
+/// `PYTHONPATH=src python3` work under the coding profile, while a flag
+/// that makes the compiler run a program of the workspace (`-B`) or a
+/// search path outside the workspace is refused before the program starts.
+#[test]
+fn build_flags_and_search_paths_are_read_by_value() {
+    if !common::ready("coding profile: build flags", false, &["git", "cc", "make"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[
+        (
+            "Makefile",
+            "answer: answer.c\n\t$(CC) $(CFLAGS) -o answer answer.c\n",
+        ),
+        (
+            "answer.c",
+            "#include <stdio.h>\nint main(void) { printf(\"answer %d\\n\", ANSWER); return 0; }\n",
+        ),
+        ("src/calc/__init__.py", "def add(a, b):\n    return a + b\n"),
+        ("t.py", "import calc\nprint('calc', calc.add(40, 2))\n"),
+        // What `-B./tools` would make the compiler run instead of its own.
+        ("tools/cc1", "#!/bin/sh\ntouch hijacked\n"),
+        (".gitignore", "answer\n"),
+    ]);
+    executable(&r.path().join("tools/cc1"));
+    builds(
+        &coding,
+        r.path(),
+        "export CFLAGS='-O2 -Wall -DANSWER=42' && make && ./answer",
+        "answer 42",
+    );
+    builds(&coding, r.path(), "PYTHONPATH=src python3 t.py", "calc 42");
+    builds(
+        &coding,
+        r.path(),
+        "export PYTHONPATH=\"$PWD/src\"; python3 t.py",
+        "calc 42",
+    );
+    std::fs::remove_file(r.path().join("answer")).unwrap();
+    for cmd in [
+        "CFLAGS='-O2 -B./tools -DANSWER=1' make",
+        "export CFLAGS=-B./tools; make",
+        "env CFLAGS=-B./tools make",
+        "PYTHONPATH=/etc python3 t.py",
+        "PYTHONPATH=src:../.. python3 t.py",
+    ] {
+        let out = agent()
+            .args(["run", "--json", "--policy"])
+            .arg(&coding)
+            .arg("--workspace")
+            .arg(r.path())
+            .arg(cmd)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["status"], "denied", "{cmd}: {v}");
+        let rule = v["denial"]["rule"].as_str().unwrap_or("");
+        assert!(rule.contains("env.dangerous"), "{cmd}: {v}");
+        assert!(!r.path().join("hijacked").exists(), "{cmd}");
+        assert!(!r.path().join("answer").exists(), "{cmd}");
+    }
+}
