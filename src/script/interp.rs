@@ -1807,7 +1807,11 @@ impl Interp<'_> {
         let program = match checked {
             Some(p) => p,
             None => {
-                say(&format!("{name}: command not found"));
+                if name.contains('/') {
+                    say(&format!("{name}: No such file or directory"));
+                } else {
+                    say(&format!("{name}: command not found"));
+                }
                 if exec {
                     return Err(Unwind::Exit(127));
                 }
@@ -1999,6 +2003,15 @@ impl Interp<'_> {
                 },
                 Err(d) => match self.workspace_program(name) {
                     Some(p) => p,
+                    // The project's own program by a path that names
+                    // nothing: bash's "No such file or directory", 127.
+                    None if d.rule == "command.path"
+                        && self.policy.commands.workspace
+                        && !name.starts_with('/')
+                        && std::fs::symlink_metadata(self.cwd.join(name)).is_err() =>
+                    {
+                        return Ok(None);
+                    }
                     None => return Err(self.deny(locate(d))),
                 },
             },

@@ -980,3 +980,38 @@ fn build_flags_and_search_paths_are_read_by_value() {
         assert!(!r.path().join("answer").exists(), "{cmd}");
     }
 }
+
+/// Under the coding profile a path to a program of the project that does
+/// not exist (yet) is what bash says it is: not found, status 127, so
+/// `./build/app || make` and `set -e` behave as the agent expects.
+#[test]
+fn a_missing_program_of_the_project_is_not_found_as_in_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    let coding = init("coding", dir.path());
+    let r = repo(&[("README", "x\n")]);
+    let script = "./nothere; echo \"st $?\"; bin/app || echo fallback";
+    let out = agent()
+        .args(["run", "--json", "--policy"])
+        .arg(&coding)
+        .arg("--workspace")
+        .arg(r.path())
+        .arg(script)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bash = Command::new("bash")
+        .args(["-c", script])
+        .current_dir(r.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        v["stdout"],
+        String::from_utf8_lossy(&bash.stdout).as_ref(),
+        "{v}"
+    );
+    assert_eq!(v["stdout"], "st 127\nfallback\n", "{v}");
+    assert_eq!(v["exitCode"], 0, "{v}");
+    let err = v["stderr"].as_str().unwrap();
+    assert!(err.contains("./nothere: No such file or directory"), "{v}");
+    assert!(err.contains("bin/app: No such file or directory"), "{v}");
+}
