@@ -402,11 +402,19 @@ impl Session {
             }
         };
         let home = &self.login.home;
+        // /tmp is each run's private /tmp (its mount view), which lasts
+        // only as long as the line: the session cannot stand in it.
+        let tmp = (arg == "/tmp" || arg.starts_with("/tmp/"))
+            && self.login.policy.syntax == crate::policy::Syntax::Compound;
         let escape = || {
             Denial::new(
                 "cd.escape",
                 format!("`{arg}` is outside your home directory {}", home.display()),
-                "commands run inside your home directory; `cd` alone returns to it",
+                if tmp {
+                    "the session stays inside your home directory; /tmp is each command's own, so use it within one line: `cd /tmp && ls`"
+                } else {
+                    "commands run inside your home directory; `cd` alone returns to it"
+                },
             )
         };
         let wanted: PathBuf = if arg == "-" {

@@ -193,10 +193,21 @@ fn dash_c_runs_allowed_commands_and_refuses_lists() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // /tmp is each line's own: the refusal says how to use it.
+    let out = sys
+        .login(&u, "agent-rsh", &["-c", "cd /tmp"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        text(&out.stderr).contains("`cd /tmp && ls`"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let recs = sys.audit_records();
     let cmds: Vec<_> = recs.iter().filter(|r| r["event"] == "command").collect();
-    assert_eq!(cmds.len(), 8);
+    assert_eq!(cmds.len(), 9);
     assert_eq!(cmds[6]["rule"], "cd.escape");
     assert_eq!(cmds[0]["verdict"], "allow");
     assert_eq!(cmds[0]["user"], u.name.as_str());
