@@ -272,7 +272,8 @@ fn status(repo: &Path) -> (Vec<String>, Vec<String>) {
 
 /// Runs `cmd` with the repository as the workspace; asserts it passed and
 /// printed `expect`, and returns what it printed.
-fn builds(policy: &Path, repo: &Path, cmd: &str, expect: &str) -> String {
+/// The RunResult of `cmd` in `repo` under `policy`.
+fn run_json(policy: &Path, repo: &Path, cmd: &str) -> serde_json::Value {
     let out = agent()
         .args(["run", "--json", "--policy"])
         .arg(policy)
@@ -281,8 +282,11 @@ fn builds(policy: &Path, repo: &Path, cmd: &str, expect: &str) -> String {
         .arg(cmd)
         .output()
         .unwrap();
-    let r: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{cmd}: {e}: {out:?}"));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{cmd}: {e}: {out:?}"))
+}
+
+fn builds(policy: &Path, repo: &Path, cmd: &str, expect: &str) -> String {
+    let r = run_json(policy, repo, cmd);
     let all = format!(
         "{}{}",
         r["stdout"].as_str().unwrap_or(""),
@@ -964,15 +968,7 @@ fn build_flags_and_search_paths_are_read_by_value() {
         "PYTHONPATH=/etc python3 t.py",
         "PYTHONPATH=src:../.. python3 t.py",
     ] {
-        let out = agent()
-            .args(["run", "--json", "--policy"])
-            .arg(&coding)
-            .arg("--workspace")
-            .arg(r.path())
-            .arg(cmd)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = run_json(&coding, r.path(), cmd);
         assert_eq!(v["status"], "denied", "{cmd}: {v}");
         let rule = v["denial"]["rule"].as_str().unwrap_or("");
         assert!(rule.contains("env.dangerous"), "{cmd}: {v}");
@@ -990,15 +986,7 @@ fn a_missing_program_of_the_project_is_not_found_as_in_bash() {
     let coding = init("coding", dir.path());
     let r = repo(&[("README", "x\n")]);
     let script = "./nothere; echo \"st $?\"; bin/app || echo fallback";
-    let out = agent()
-        .args(["run", "--json", "--policy"])
-        .arg(&coding)
-        .arg("--workspace")
-        .arg(r.path())
-        .arg(script)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run_json(&coding, r.path(), script);
     let bash = Command::new("bash")
         .args(["-c", script])
         .current_dir(r.path())
