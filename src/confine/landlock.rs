@@ -348,6 +348,41 @@ fn handled_fs(abi: u32) -> u64 {
 pub struct Programs {
     pub programs: Vec<PathBuf>,
     pub loaders: Vec<PathBuf>,
+    /// The symlinks on the way from an allowed name to its program that
+    /// lie outside the search path (`/usr/bin/cc -> /etc/alternatives/cc
+    /// -> /usr/bin/gcc`): the mount view recreates them, so a program that
+    /// an allowed program starts by name (make's `cc`, xargs' `awk`) is
+    /// found as it is outside.
+    pub links: Vec<PathBuf>,
+}
+
+/// The symlinks a lookup of `name` in the search path passes through
+/// after the first, each as the path it is found at.
+fn links_on_the_way(policy: &crate::policy::Policy, name: &str) -> Vec<PathBuf> {
+    let Some(mut cur) = policy
+        .commands
+        .search_path
+        .iter()
+        .map(|d| d.join(name))
+        .find(|c| std::fs::symlink_metadata(c).is_ok())
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for _ in 0..16 {
+        let Ok(target) = std::fs::read_link(&cur) else {
+            break;
+        };
+        let next = match cur.parent() {
+            Some(dir) => dir.join(&target),
+            None => target,
+        };
+        if std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink()) {
+            out.push(next.clone());
+        }
+        cur = next;
+    }
+    out
 }
 
 /// What a file was when a cached answer about it was computed: a write to
@@ -474,6 +509,7 @@ pub fn allowed_programs(policy: &crate::policy::Policy) -> Arc<Programs> {
         let path = crate::check::resolve(policy, name).ok();
         answers.push((name.clone(), path.clone()));
         let Some(path) = path else { continue };
+        p.links.extend(links_on_the_way(policy, name));
         if p.programs.contains(&path) {
             continue;
         }
@@ -630,10 +666,7 @@ mod tests {
         let path = ws.path().canonicalize().unwrap();
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(&path).unwrap();
-        let programs = Programs {
-            programs: Vec::new(),
-            loaders: Vec::new(),
-        };
+        let programs = Programs::default();
         let inputs = |id| Inputs {
             program: Path::new("/bin/true"),
             allowed: &programs,

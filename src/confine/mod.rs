@@ -792,6 +792,7 @@ impl Confinement {
                 read: &policy.scopes.read,
                 search_path: &policy.commands.search_path,
                 programs,
+                links: &allowed.links,
                 exec: &exec_scopes,
                 write: &policy.scopes.write,
                 workspace,

@@ -242,6 +242,9 @@ pub struct Inputs<'a> {
     pub search_path: &'a [PathBuf],
     /// Files (programs, loaders) whose directories are made visible.
     pub programs: Vec<&'a Path>,
+    /// Symlinks on the way to the programs, outside the search path
+    /// (`landlock::Programs::links`), recreated where they are.
+    pub links: &'a [PathBuf],
     pub exec: &'a [PathBuf],
     pub write: &'a [PathBuf],
     pub workspace: &'a Path,
@@ -459,6 +462,9 @@ impl View {
             if let Some(dir) = p.parent() {
                 plan.expose(dir, Kind::Read, 0);
             }
+        }
+        for p in inp.links {
+            plan.expose(p, Kind::Read, 0);
         }
         for p in inp.exec {
             plan.expose(p, Kind::Read, 0);
@@ -1103,6 +1109,7 @@ mod tests {
             read: &read,
             search_path: &[],
             programs: vec![Path::new("/usr/bin/ls")],
+            links: &[],
             exec: &[],
             write: &[],
             workspace: &ws,
@@ -1135,6 +1142,7 @@ mod tests {
             read: &read,
             search_path: &[],
             programs: vec![],
+            links: &[],
             exec: &[],
             write: &[],
             workspace: &ws,
@@ -1174,6 +1182,7 @@ mod tests {
             read: &[],
             search_path: &[],
             programs: vec![],
+            links: &[],
             exec: &[],
             write: &[],
             workspace: &ws,

@@ -768,3 +768,36 @@ fn python_starts_quietly_with_and_without_the_mount_view() {
         assert_eq!(r["stderr"], "", "{env:?}: {r}");
     }
 }
+
+/// A program an allowed program starts by name is found as it is outside
+/// the run, through every symlink on the way: Debian's `awk` and `cc` are
+/// `/usr/bin/awk -> /etc/alternatives/awk -> /usr/bin/mawk`, and the mount
+/// view holds the middle link although no scope names /etc/alternatives.
+#[test]
+fn programs_started_by_allowed_programs_are_found_through_alternatives() {
+    let chained = |name: &str| {
+        std::fs::read_link(format!("/usr/bin/{name}"))
+            .is_ok_and(|t| t.starts_with("/etc/alternatives"))
+    };
+    if !chained("awk") {
+        common::unavailable(
+            "confine::programs_started_by_allowed_programs_are_found_through_alternatives",
+            "/usr/bin/awk is not a link through /etc/alternatives here",
+        );
+        return;
+    }
+    let p = policy_allowing(
+        "[commands]\nallow = [\"find\", \"xargs\", \"awk\", \"env\", \"printf\"]",
+        "",
+        "",
+    );
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "one two\n").unwrap();
+    let r = run_in(
+        &p,
+        Some(ws.path()),
+        "find . -name '*.txt' -print0 | xargs -0 awk '{print $2}'; env awk 'BEGIN{print 42}'",
+    );
+    assert_eq!(r["stdout"], "two\n42\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+}
