@@ -304,6 +304,8 @@ pub enum Part {
     Param(Box<Param>),
     /// `$(...)` or backquotes.
     Subst(Box<Subst>),
+    /// `<(...)` or `>(...)`: a path naming a pipe to or from the list.
+    Proc(Box<ProcSubst>),
     /// `$(( expression ))`.
     Arith(Box<Arith>),
     /// `(a b [3]=c)` right after `NAME=` or `NAME+=`: an array's elements
@@ -424,6 +426,18 @@ pub struct Subst {
     pub quoted: bool,
 }
 
+/// `<(list)` (`output` false: the list writes, the command reads the
+/// path) or `>(list)` (`output` true: the command writes, the list reads).
+/// The list runs concurrently, in a copy of the shell, while the command
+/// that gets the word runs; never inside double quotes.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcSubst {
+    pub offset: usize,
+    pub body: List,
+    pub output: bool,
+}
+
 impl Word {
     /// The word's text when it has no expansions at all: quote removal
     /// only. Unquoted glob, brace and tilde characters make it dynamic
@@ -451,6 +465,9 @@ impl Word {
             Part::Param(p) => p.quoted,
             Part::Subst(s) => s.quoted,
             Part::Arith(a) => a.quoted,
+            // Its path is taken as it is (no splitting, no globbing), but
+            // the word is not written with quotes.
+            Part::Proc(_) => false,
             Part::Array(_) => false,
             Part::Lit(_) => false,
         })
@@ -458,7 +475,8 @@ impl Word {
 }
 
 /// Visits every simple command of a list, depth first in source order,
-/// including those inside command substitutions and here-documents.
+/// including those inside command and process substitutions and
+/// here-documents.
 pub fn each_simple<'a>(script: &'a Script, list: &'a List, f: &mut dyn FnMut(&'a SimpleCommand)) {
     for ao in list {
         for p in std::iter::once(&ao.first).chain(ao.rest.iter().map(|(_, p)| p)) {
@@ -593,6 +611,7 @@ fn each_in_word<'a>(script: &'a Script, w: &'a Word, f: &mut dyn FnMut(&'a Simpl
                 }
             }
             Part::Subst(s) => each_simple(script, &s.body, f),
+            Part::Proc(p) => each_simple(script, &p.body, f),
             Part::Arith(a) => each_in_word(script, &a.expr, f),
             Part::Array(a) => {
                 for e in &a.elems {

@@ -99,6 +99,9 @@ pub(super) struct BgJob {
     started: Instant,
     /// The wait status once reaped.
     raw: Option<i32>,
+    /// A `>(...)` list: the top-level shell waits for it before the run
+    /// ends (procsub.rs).
+    writer: bool,
 }
 
 /// The shell's traps: the commands, as given (`""` ignores).
@@ -221,12 +224,19 @@ impl Interp<'_> {
             };
             self.child_exit(r);
         }
-        let number = self.jobs.last().map_or(1, |j| j.number + 1);
+        let number = self.jobs.iter().map(|j| j.number).max().unwrap_or(0) + 1;
+        self.remember_job(number, pid, started, false);
+        self.status = 0;
+        Ok(0)
+    }
+
+    fn remember_job(&mut self, number: usize, pid: i32, started: Instant, writer: bool) {
         self.jobs.push(BgJob {
             number,
             pid,
             started,
             raw: None,
+            writer,
         });
         if self.jobs.len() > MAX_JOBS {
             // Forget the oldest reaped job.
@@ -235,8 +245,35 @@ impl Interp<'_> {
             }
         }
         self.last_bg = Some(pid);
-        self.status = 0;
-        Ok(0)
+    }
+
+    /// A process substitution's list (procsub.rs) is a job without a
+    /// number, as in bash: `$!`, `wait` and `wait PID` know it, `jobs`
+    /// and `%N` do not.
+    pub(super) fn adopt_process_subst(&mut self, pid: i32, writer: bool) {
+        self.sweep_jobs();
+        self.remember_job(0, pid, Instant::now(), writer);
+    }
+
+    /// Reaps the process substitutions (and jobs) that have ended.
+    pub(super) fn sweep_process_substs(&mut self) {
+        self.sweep_jobs();
+    }
+
+    /// Whether a `>(...)` list of this shell's is still running.
+    pub(super) fn writers_running(&mut self) -> bool {
+        self.sweep_jobs();
+        self.jobs.iter().any(|j| j.writer && j.raw.is_none())
+    }
+
+    /// Waits for the `>(...)` lists still running (a trapped signal ends
+    /// the wait).
+    pub(super) fn wait_process_subst_writers(&mut self) {
+        for i in 0..self.jobs.len() {
+            if self.jobs[i].writer && self.wait_job(i).is_err() {
+                return;
+            }
+        }
     }
 
     /// Reaps the jobs that have ended, keeping their statuses, so that a
@@ -333,9 +370,10 @@ impl Interp<'_> {
         let mut st = 0;
         for id in ids {
             let found = if let Some(spec) = id.strip_prefix('%') {
+                let numbered = || self.jobs.iter().rev().filter(|j| j.number != 0);
                 let n = match spec {
-                    "" | "%" | "+" => self.jobs.last().map(|j| j.number),
-                    "-" => self.jobs.iter().rev().nth(1).map(|j| j.number),
+                    "" | "%" | "+" => numbered().next().map(|j| j.number),
+                    "-" => numbered().nth(1).map(|j| j.number),
                     n => n.parse::<usize>().ok(),
                 };
                 let i = n.and_then(|n| self.jobs.iter().position(|j| j.number == n));

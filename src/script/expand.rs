@@ -78,6 +78,10 @@ pub trait Shell {
     fn positional(&self) -> &[String];
     /// Runs a command substitution; its standard output.
     fn command_output(&mut self, body: &List) -> Result<String, ExpandError>;
+    /// Starts a process substitution: `body` runs beside the command
+    /// with its standard output (`<(...)`) or input (`>(...)`, `output`)
+    /// on a pipe. The path of the shell's end of it (`/dev/fd/N`).
+    fn process_subst(&mut self, body: &List, output: bool) -> Result<String, ExpandError>;
     fn dirs(&mut self) -> &mut dyn glob::Dirs;
     /// Whether NAME is an associative array (its subscripts are keys).
     fn is_assoc(&self, _name: &str) -> bool {
@@ -563,6 +567,16 @@ fn expand_segs(w: &Word, mode: Tilde, sh: &mut dyn Shell) -> Result<Vec<Seg>, Ex
                 return Err(ExpandError::Arith(
                     "an array (NAME=(...)) cannot be used here".into(),
                 ));
+            }
+            Part::Proc(p) => {
+                // The path is taken whole: bash neither splits nor globs it.
+                let path = sh.process_subst(&p.body, p.output)?;
+                segs.push(Seg {
+                    text: path,
+                    quoted: true,
+                    split: false,
+                    brk: false,
+                });
             }
             Part::Subst(s) => {
                 let mut out = sh.command_output(&s.body)?;
@@ -1384,7 +1398,9 @@ pub fn static_fields(w: &Word) -> Option<Vec<String>> {
                 }
             }
             Part::Quoted(_) => {}
-            Part::Param(_) | Part::Subst(_) | Part::Arith(_) | Part::Array(_) => return None,
+            Part::Param(_) | Part::Subst(_) | Part::Proc(_) | Part::Arith(_) | Part::Array(_) => {
+                return None;
+            }
         }
     }
     let words = braces(w).ok()?;
@@ -1483,6 +1499,9 @@ mod tests {
         }
         fn positional(&self) -> &[String] {
             &[]
+        }
+        fn process_subst(&mut self, _body: &List, output: bool) -> Result<String, ExpandError> {
+            Ok(format!("/dev/fd/{}", if output { 62 } else { 63 }))
         }
         fn command_output(&mut self, body: &List) -> Result<String, ExpandError> {
             let s = Script {

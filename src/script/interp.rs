@@ -22,6 +22,8 @@
 mod background;
 #[path = "builtins.rs"]
 mod builtins;
+#[path = "procsub.rs"]
+mod procsub;
 
 use super::ShellError;
 use super::ast::*;
@@ -230,6 +232,9 @@ struct Interp<'s> {
     trap_status: i32,
     /// `exec CMD` ended the shell: no EXIT trap (the shell was replaced).
     exec_exit: bool,
+    /// The shell's ends of the process substitutions of the commands
+    /// running (`/dev/fd/N`), innermost last (procsub.rs).
+    procsub_fds: Vec<RawFd>,
 }
 
 /// A defined function: its body and where it was read.
@@ -407,7 +412,9 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     };
     it.source = Rc::from(job.script.as_str());
     let r = it.exec_lines(&script.body, &job.script);
-    it.finish(r)
+    let code = it.finish(r);
+    it.wait_writers();
+    code
 }
 
 /// agent-rsh started as `sh`, `bash` or `dash`: inside a run's mount view
@@ -462,7 +469,9 @@ pub fn nested_main(args: &[std::ffi::OsString]) -> Option<i32> {
         _ => return Some(125),
     };
     let r = it.start_shell(shell);
-    Some(it.finish(r))
+    let code = it.finish(r);
+    it.wait_writers();
+    Some(code)
 }
 
 impl<'s> Interp<'s> {
@@ -565,6 +574,7 @@ impl<'s> Interp<'s> {
             decl_arrays: Vec::new(),
             subst_depth: 0,
             dir_stack: Vec::new(),
+            procsub_fds: Vec::new(),
         })
     }
 }
@@ -701,6 +711,7 @@ impl Interp<'_> {
     /// Ends a forked copy of the shell.
     fn child_exit(&mut self, r: R<i32>) -> ! {
         let code = self.finish(r);
+        self.wait_writers();
         // SAFETY: _exit without running the parent's destructors.
         unsafe { libc::_exit(code & 0xff) }
     }
@@ -913,6 +924,16 @@ impl Interp<'_> {
     // ---- compound commands ----
 
     fn exec_command(&mut self, c: &Command, tail: bool) -> R<i32> {
+        // The process substitutions its words start live as long as it.
+        let mark = self.procsub_fds.len();
+        let r = self.exec_command_now(c, tail);
+        let ended = self.end_process_substs(mark);
+        let st = r?;
+        ended?;
+        Ok(st)
+    }
+
+    fn exec_command_now(&mut self, c: &Command, tail: bool) -> R<i32> {
         match c {
             Command::Simple(s) => self.exec_simple(s, tail),
             Command::Function { name, body, .. } => {
@@ -1846,7 +1867,9 @@ impl Interp<'_> {
                 return Err(self.deny(d));
             }
         }
-        if tail && self.child {
+        // A shell with `>(...)` lists running waits for them before it
+        // ends, so it cannot become the program.
+        if tail && self.child && !self.writers_running() {
             self.exec_program(c, &program, &argv, &env);
         }
         let started = Instant::now();
@@ -1915,6 +1938,7 @@ impl Interp<'_> {
                 }
             }
         }
+        self.pass_process_substs();
         let prog = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
         let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
         let env_c: Vec<CString> = env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect();
@@ -3035,6 +3059,10 @@ impl Shell for Interp<'_> {
 
     fn positional(&self) -> &[String] {
         &self.positional
+    }
+
+    fn process_subst(&mut self, body: &List, output: bool) -> Result<String, ExpandError> {
+        self.start_process_subst(body, output)
     }
 
     fn command_output(&mut self, body: &List) -> Result<String, ExpandError> {

@@ -531,11 +531,11 @@ impl<'a, 'r> Parser<'a, 'r> {
                 at,
             });
         }
-        if (c == b'<' || c == b'>') && self.byte(start + 1) == Some(b'(') {
-            return Err(process_substitution(at));
-        }
+        // `<(` and `>(` start a word (a process substitution), as in
+        // bash, not a redirection.
+        let procsub = (c == b'<' || c == b'>') && self.byte(start + 1) == Some(b'(');
         let rest = &self.src[start..];
-        for (text, op) in OPS {
+        for (text, op) in OPS.iter().filter(|_| !procsub) {
             if rest.starts_with(text) {
                 self.pos += text.len();
                 return Ok(Tok {
@@ -592,6 +592,12 @@ impl<'a, 'r> Parser<'a, 'r> {
         let start = self.pos;
         let mut parts = Vec::new();
         while let Some(c) = self.byte(self.pos) {
+            if matches!(c, b'<' | b'>') && self.byte(self.pos + 1) == Some(b'(') {
+                // bash reads a process substitution anywhere in a word
+                // (`a<(b)c` is one word).
+                self.read_process_subst(&mut parts)?;
+                continue;
+            }
             if is_meta(c) {
                 break;
             }
@@ -723,6 +729,51 @@ impl<'a, 'r> Parser<'a, 'r> {
                 }
             }
         }
+    }
+
+    /// `<(list)` or `>(list)` at `pos`: the list is parsed as a command
+    /// substitution's is, up to its `)`.
+    fn read_process_subst(&mut self, parts: &mut Vec<Part>) -> Result<(), LexError> {
+        let i = self.pos;
+        let at = self.at(i);
+        let output = self.b[i] == b'>';
+        self.pos = i + 2;
+        self.enter(at)?;
+        let body = self.parse_list()?;
+        match self.next()?.kind {
+            TokKind::Op(Op::RParen) => {}
+            TokKind::Eof => {
+                return Err(err(
+                    "lex.unterminated",
+                    at,
+                    "process substitution is never closed".into(),
+                    "close it with a matching )",
+                ));
+            }
+            _ => {
+                return Err(err(
+                    SYNTAX,
+                    at,
+                    "syntax error in process substitution".into(),
+                    "fix the shell syntax inside the parentheses",
+                ));
+            }
+        }
+        self.leave();
+        if body.is_empty() {
+            // bash makes the word vanish: nothing a reader would want.
+            return Err(unsupported(
+                at,
+                "an empty process substitution",
+                "put the command whose output the program reads inside the parentheses",
+            ));
+        }
+        parts.push(Part::Proc(Box::new(ProcSubst {
+            offset: at,
+            body,
+            output,
+        })));
+        Ok(())
     }
 
     fn read_dollar(&mut self, parts: &mut Vec<Part>, quoted: bool) -> Result<(), LexError> {
@@ -1472,8 +1523,9 @@ impl<'a, 'r> Parser<'a, 'r> {
             }
             if matches!(c, b'<' | b'>') && self.byte(i + 1) == Some(b'(') {
                 // bash reads a process substitution here too, so a `}`
-                // inside its parentheses does not close the expansion.
-                return Err(process_substitution(self.at(i)));
+                // inside its parentheses does not close the expansion;
+                // agent-rsh runs one only as a word of its own.
+                return Err(process_substitution_in_operand(self.at(i)));
             }
             match c {
                 // The first `}` closes: bash does not pair plain braces
@@ -2801,12 +2853,12 @@ fn assignment_shaped(w: &Word) -> bool {
         && (rest.starts_with('=') || rest.starts_with("+=") || rest.starts_with('['))
 }
 
-fn process_substitution(at: usize) -> LexError {
+fn process_substitution_in_operand(at: usize) -> LexError {
     err(
         "syntax.process-substitution",
         at,
-        "process substitution is not supported".into(),
-        "write the inner command's output to a file first, then pass the file",
+        "a process substitution inside `${...}` is not supported".into(),
+        "give the process substitution a word of its own: `cmd <(list)`",
     )
 }
 

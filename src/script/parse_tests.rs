@@ -215,7 +215,7 @@ fn refusals() {
         ("a & & b", "syntax.error", 4),
         ("echo ${!x[1]}", "syntax.unsupported", 5),
         ("echo ${x@Q}", "syntax.unsupported", 5),
-        ("cat <(ls)", "syntax.process-substitution", 4),
+        ("cat <(ls", "lex.unterminated", 4),
         // Function definitions: the body is a compound command.
         ("f() ls", "syntax.error", 4),
         ("function { ls; }", "syntax.error", 0),
@@ -484,4 +484,57 @@ fn verbatim_keeps_arithmetic_text_as_written() {
             "{src}"
         );
     }
+}
+
+#[test]
+fn process_substitution_is_a_word_or_part_of_one() {
+    let table: &[(&str, &str)] = &[
+        ("diff <(sort a) <(sort b)", "diff <(sort a) <(sort b)"),
+        ("cat < <(ls)", "cat < <(ls)"),
+        (
+            "while read -r l; do echo $l; done < <(find . -name x)",
+            "while read -r l; do echo ${l}; done < <(find . -name x)",
+        ),
+        ("tee >(wc -l > n) >/dev/null", "tee >(wc -l >n) >/dev/null"),
+        // bash reads one anywhere in a word, digits before it included.
+        ("echo a<(b)c 2>(x) <(a)<(b)", "echo a<(b)c 2>(x) <(a)<(b)"),
+        ("cat <(a | b; c && d &)", "cat <(a | b; c && d &)"),
+        ("x=$(cat <(echo a))", "x=$(cat <(echo a))"),
+        ("cat <(\nls\n)", "cat <(ls)"),
+        (
+            "cat <( echo ')' ) <(case a in a) echo x;; esac)",
+            "cat <(echo ')') <(case a in a) echo x; ;; esac)",
+        ),
+        ("echo \"<(a)\" '>(b)' x\\<y", "echo '<(a)' '>(b)' x'<'y"),
+    ];
+    for (i, want) in table {
+        assert_eq!(r(i), *want, "input {i:?}");
+        // The rendering reads back as itself.
+        assert_eq!(r(want), *want, "rendering of {i:?}");
+    }
+}
+
+#[test]
+fn process_substitution_bodies_are_visited_as_commands() {
+    let s = parse("diff <(sort a) >(id) < <(ls)", 65536).unwrap();
+    let mut names = Vec::new();
+    crate::script::ast::each_simple(&s, &s.body, &mut |c| {
+        names.push(c.words[0].literal().unwrap())
+    });
+    assert_eq!(names, ["sort", "id", "ls", "diff"]);
+}
+
+#[test]
+fn malformed_process_substitutions_are_refused() {
+    assert_eq!(refused("cat <(ls"), ("lex.unterminated", 4));
+    assert_eq!(refused("cat <(ls; fi)").0, "syntax.error");
+    // bash makes an empty one vanish from the command line.
+    assert_eq!(refused("cat <() x"), ("syntax.unsupported", 4));
+    // `<<(` and `>>(` are operators followed by `(`, as in bash.
+    assert_eq!(refused("cat <<(ls)").0, "syntax.error");
+    assert_eq!(refused("echo >>(cat)").0, "syntax.error");
+    assert_eq!(
+        refused("echo ${x:-<(ls)}"),
+        ("syntax.process-substitution", 10)
+    );
 }

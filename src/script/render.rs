@@ -224,7 +224,13 @@ fn redirect(s: &Script, r: &Redirect, out: &mut String) {
         RedirOp::HereString => "<<<",
     });
     match &r.target {
-        RedirTarget::Word(w) => word(s, w, out),
+        RedirTarget::Word(w) => {
+            // `< <(ls)`: written together, `<<(` would be another operator.
+            if matches!(w.parts.first(), Some(Part::Proc(_))) {
+                out.push(' ');
+            }
+            word(s, w, out)
+        }
         RedirTarget::Heredoc(i) => {
             // Rendered as the here-string of the same text (minus the
             // final newline a here-string adds back).
@@ -255,6 +261,7 @@ pub fn word(s: &Script, w: &Word, out: &mut String) {
             Part::Quoted(t) => sq(t, out),
             Part::Param(p) => param(s, p, out),
             Part::Subst(sub) => subst(s, sub, out),
+            Part::Proc(p) => proc_subst(s, p, out),
             Part::Arith(a) => arith_in(s, a, out, a.quoted),
             Part::Array(a) => array(s, a, out),
         }
@@ -284,6 +291,7 @@ fn arith_text(s: &Script, w: &Word, out: &mut String) {
             Part::Lit(t) | Part::Quoted(t) => out.push_str(t),
             Part::Param(p) => param_in(s, p, out, false),
             Part::Subst(sub) => subst_in(s, sub, out, false),
+            Part::Proc(p) => proc_subst(s, p, out),
             Part::Arith(a) => arith_in(s, a, out, false),
             Part::Array(a) => array(s, a, out),
         }
@@ -317,6 +325,7 @@ fn quoted_word(s: &Script, w: &Word, out: &mut String) {
             }
             Part::Param(p) => param_in(s, p, out, false),
             Part::Subst(sub) => subst_in(s, sub, out, false),
+            Part::Proc(p) => proc_subst(s, p, out),
             Part::Arith(a) => arith_in(s, a, out, false),
             Part::Array(a) => array(s, a, out),
         }
@@ -460,6 +469,7 @@ fn operand_text(s: &Script, p: &Param, arg: Option<&Word>, special: &str, out: &
                     }
                     Part::Param(p) => param_in(s, p, out, false),
                     Part::Subst(sub) => subst_in(s, sub, out, false),
+                    Part::Proc(p) => proc_subst(s, p, out),
                     Part::Arith(a) => arith_in(s, a, out, false),
                     Part::Array(a) => array(s, a, out),
                 }
@@ -484,6 +494,12 @@ fn subst_in(s: &Script, sub: &Subst, out: &mut String, wrap: bool) {
     if wrap {
         out.push('"');
     }
+}
+
+fn proc_subst(s: &Script, p: &ProcSubst, out: &mut String) {
+    out.push_str(if p.output { ">(" } else { "<(" });
+    list(s, &p.body, out);
+    out.push(')');
 }
 
 /// The structure as parsed, with every word and redirection in its

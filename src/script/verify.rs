@@ -487,7 +487,7 @@ fn for_each_param_assignment(script: &Script, f: &mut dyn FnMut(&str, usize)) {
                     }
                 }
                 Part::Arith(a) => word(&a.expr, f),
-                Part::Lit(_) | Part::Quoted(_) | Part::Subst(_) => {}
+                Part::Lit(_) | Part::Quoted(_) | Part::Subst(_) | Part::Proc(_) => {}
             }
         }
     }

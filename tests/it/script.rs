@@ -223,7 +223,14 @@ fn a_refused_stage_refuses_the_whole_script_before_anything_runs() {
             "command.not-allowed",
             17,
         ),
-        ("touch made; cat <(ls)", "syntax.process-substitution", 16),
+        // A process substitution's commands, as a command substitution's.
+        ("touch made; cat <(id)", "command.not-allowed", 18),
+        ("touch made; sort >(id)", "command.not-allowed", 19),
+        (
+            "touch made; echo ${x:-<(ls)}",
+            "syntax.process-substitution",
+            22,
+        ),
         ("touch made; exec cd /", "syntax.exec", 17),
         ("touch made; exec id", "command.not-allowed", 17),
         ("touch made; cd /etc && ls", "cd.outside", 15),

@@ -686,3 +686,177 @@ fn shopt_globstar_matches_any_depth_as_bash_does() {
         "{r}"
     );
 }
+
+const PROCSUB_POLICY: &str = r#"
+[commands]
+allow = ["echo", "cat", "wc", "ls", "tee", "comm", "paste", "sort", "diff", "printf", "seq", "head", "yes", "find"]
+
+[[rules]]
+id = "local.cat.no-number"
+commands = ["cat"]
+option = ["-n"]
+reason = "cat -n is refused here"
+hint = "number the lines otherwise"
+"#;
+
+/// Process substitution as bash runs it, compared with bash on the same
+/// text in identical directories (stdout and exit status): `<(...)` read
+/// by programs and by builtins, `>(...)` written by a program and by a
+/// redirection, the paths bash gives (`/dev/fd/63` first), `$!` and
+/// `wait` for the list, a sourced one.
+#[test]
+fn process_substitution_runs_as_in_bash() {
+    if !common::ready("process_substitution_runs_as_in_bash", false, &["bash"]) {
+        return;
+    }
+    let p = policy(PROCSUB_POLICY);
+    let cases = [
+        "diff <(printf 'a\\nb\\n') <(printf 'a\\nc\\n')",
+        "while read -r l; do echo \"[$l]\"; done < <(printf '1\\n2\\n')",
+        "comm -12 <(printf 'a\\nb\\nc\\n') <(printf 'b\\nc\\nd\\n'); paste <(seq 3) <(seq 4 6)",
+        "read x < <(echo hi); echo \"$x\"; cat <(echo a) <(echo b) | sort -r",
+        "diff <(echo same) <(echo same) && echo equal",
+        "tee >(cat > out.txt) >/dev/null <<< y; wait $!; cat out.txt",
+        "echo hi > >(cat > o2.txt); wait $!; cat o2.txt",
+        "true <(exit 3); wait $!; echo $?",
+        "echo a<(true)b <(true) >(true)",
+        "head -1 <(yes); echo st=$?",
+        "mapfile -t a < <(printf 'x\\ny\\n'); echo ${#a[@]} ${a[1]}; exec 3< <(echo e3); cat <&3",
+        "source <(echo 'v=42'); echo $v",
+        "f() { cat \"$1\"; }; f <(echo func); x=$(cat <(echo sub)); echo $x",
+        "set -e; cat <(false; echo after); echo st=$?",
+        "n=0; while read -r f; do n=$((n+1)); done < <(find . -name '*.txt'); echo $n",
+    ];
+    for cmd in cases {
+        let ws = workspace(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
+        let bash = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", cmd])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let ws = workspace(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
+        let r = run_json(&p.path, ws.path(), cmd);
+        assert_eq!(
+            r["stdout"].as_str().unwrap(),
+            String::from_utf8_lossy(&bash.stdout),
+            "{cmd}: {r}"
+        );
+        assert_eq!(r["exitCode"], bash.status.code().unwrap(), "{cmd}: {r}");
+    }
+}
+
+/// Under the embedded default policy (its confinement and mount view),
+/// `/dev/fd/N` reaches the pipe from a program, a builtin's redirection
+/// and a loop's; and as an account other than root.
+#[test]
+fn process_substitution_works_under_the_default_confinement() {
+    let cmd = "diff <(printf 'a\\n') <(printf 'b\\n'); cat <(echo a); read x < <(echo hi); echo $x; \
+               while read -r l; do echo \"[$l]\"; done < <(printf '1\\n2\\n'); echo end > >(cat)";
+    let want = "1c1\n< a\n---\n> b\na\nhi\n[1]\n[2]\nend\n";
+    let uids: &[u32] = if common::root() { &[0, 65534] } else { &[] };
+    let out = agent().args(["run", "--json", "--", cmd]).output().unwrap();
+    let r = json(&out.stdout);
+    assert_eq!(r["stdout"], want, "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["confinement"]["landlock"]["enforced"], true, "{r}");
+    for &uid in uids.iter().filter(|u| **u != 0) {
+        let out = agent_as(uid)
+            .env_remove("AGENT_RSH_POLICY")
+            .args(["run", "--json", "--", cmd])
+            .output()
+            .unwrap();
+        let r = json(&out.stdout);
+        assert_eq!(r["stdout"], want, "uid {uid}: {r}");
+        assert_eq!(r["exitCode"], 0, "uid {uid}: {r}");
+    }
+}
+
+/// The list inside `<(...)` is checked as a command substitution's:
+/// written out, before anything runs (the script is refused whole and
+/// names the program); from expansions, when it runs (the script stops
+/// with 126 once the command reading it ends; inside a script file the
+/// list fails with 126 and the script goes on). The command that gets
+/// the path is judged after expansion like any other.
+#[test]
+fn a_refused_program_inside_a_process_substitution_is_refused_by_name() {
+    let p = policy(PROCSUB_POLICY);
+    let ws = workspace(&[]);
+    let r = run_json(&p.path, ws.path(), "echo hi > m.txt; diff <(id) m.txt");
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed", "{r}");
+    assert!(
+        r["denial"]["reason"].as_str().unwrap().contains("`id`"),
+        "{r}"
+    );
+    assert_eq!(r["denial"]["offset"], 24, "{r}");
+    assert!(!ws.path().join("m.txt").exists(), "nothing ran: {r}");
+
+    let r = run_json(&p.path, ws.path(), "c=id; cat <($c); echo after");
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["stdout"], "", "{r}");
+    assert_eq!(r["denial"]["rule"], "command.not-allowed", "{r}");
+    let reason = r["denial"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("`id`") && reason.contains("after expansion"),
+        "{r}"
+    );
+
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "c=id; echo before; while read -r l; do echo \"$l\"; done < <($c); echo after",
+    );
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["stdout"], "before\n", "{r}");
+
+    // The outer command: a refused program, and a refused argument of an
+    // allowed one, with the path among its arguments.
+    let r = run_json(&p.path, ws.path(), "echo x; id <(echo a)");
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["stdout"], "", "{r}");
+    assert!(
+        r["denial"]["reason"].as_str().unwrap().contains("`id`"),
+        "{r}"
+    );
+    let r = run_json(&p.path, ws.path(), "cat <(echo a) -n");
+    assert_eq!(r["status"], "denied", "{r}");
+    assert_eq!(r["denial"]["rule"], "local.cat.no-number", "{r}");
+    assert_eq!(r["stdout"], "", "{r}");
+
+    let ws = workspace(&[("s.sh", "c=id\ncat <($c)\necho \"after $?\"\n")]);
+    let r = run_json(&p.path, ws.path(), "sh s.sh");
+    assert_eq!(r["stdout"], "after 0\n", "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    assert_eq!(r["refusals"][0]["file"], "s.sh", "{r}");
+    assert_eq!(r["refusals"][0]["line"], 2, "{r}");
+}
+
+/// The shell's end of each pipe is open in the command that gets the
+/// path (and the programs it starts) and nowhere else: not in the list
+/// itself, not after the command. The lists are reaped as they end: a
+/// loop of them leaves no fds and no processes behind.
+#[test]
+fn process_substitution_leaks_no_fd_and_no_process() {
+    let p = policy(PROCSUB_POLICY);
+    let ws = workspace(&[]);
+    let r = run_json(
+        &p.path,
+        ws.path(),
+        "ls /dev/fd | wc -l; f() { ls /dev/fd; }; f <(echo) >(cat) | wc -l; \
+         cat <(ls /dev/fd) | wc -l; ls /dev/fd | wc -l; \
+         for i in $(seq 300); do cat <(echo $i) > >(cat >/dev/null); done; ls /dev/fd | wc -l",
+    );
+    let counts: Vec<u64> = r["stdout"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let n = counts[0];
+    assert_eq!(counts, [n, n + 2, n, n, n], "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
+    // Where the run has a cgroup: 600 lists, never many at once.
+    if let Some(peak) = r["confinement"]["resources"]["tasksPeak"].as_u64() {
+        assert!(peak < 50, "{peak} tasks at once: {r}");
+    }
+}
