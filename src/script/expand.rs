@@ -587,7 +587,11 @@ fn special(name: &str, sh: &dyn Shell) -> Option<String> {
         "$" => Some(sh.pid().to_string()),
         "!" => sh.last_background().map(|p| p.to_string()),
         "#" => Some((sh.positional().len().saturating_sub(1)).to_string()),
-        "*" => Some(sh.positional().get(1..).unwrap_or_default().join(" ")),
+        // Joined by IFS's first character (none when IFS is empty).
+        "*" => {
+            let sep: String = ifs(sh).chars().take(1).collect();
+            Some(sh.positional().get(1..).unwrap_or_default().join(&sep))
+        }
         n if n.bytes().all(|b| b.is_ascii_digit()) => {
             let i: usize = n.parse().ok()?;
             sh.positional().get(i).cloned()
@@ -925,7 +929,8 @@ fn list_param(
     sh: &mut dyn Shell,
     segs: &mut Vec<Seg>,
 ) -> Result<(), ExpandError> {
-    let shown = if p.index.is_some() {
+    // bash names the array alone for its length (`${#a[@]}`).
+    let shown = if p.index.is_some() && !matches!(p.op, ParamOp::Length) {
         format!("{}[{}]", p.name, if star { '*' } else { '@' })
     } else {
         p.name.clone()
@@ -940,6 +945,9 @@ fn list_param(
     );
     let elems = match elems {
         Some(e) => e,
+        // bash 5.2: `${a[@]}` and `${a[*]}` of an unset array are empty
+        // under `set -u` (their length is not).
+        None if p.index.is_some() && !matches!(p.op, ParamOp::Length) => Vec::new(),
         None if sh.nounset() && !tests => {
             return Err(ExpandError::Fatal(format!("{shown}: unbound variable")));
         }
