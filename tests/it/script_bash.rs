@@ -25,6 +25,22 @@
 //! the first seed; a failure prints the script and its seed. The default
 //! run takes about 2 minutes on 2 shared cores (4,000 in 104 s, release
 //! build, before the script-file cases; about as long with them).
+//!
+//! Measured with the script-file cases (release build, 2 cores shared,
+//! load 7 to 12): seeds 1 to 11,678 in 419 s, stopped at 5 mismatches, all
+//! of the generator's (messages whose `s.sh: line N: ` prefix went
+//! through `sort`, `cut` or `tr`; an `eval $c` after `IFS=o`), since
+//! narrowed; then seeds 11,679 to about 17,100 in 177 s, stopped at 5
+//! mismatches: a lone `printf` whose format holds `|` (coreutils'
+//! program ran; since narrowed), `${!n}` with `n` unset under `set -u`
+//! (bash warns `invalid indirect expansion` and goes on, agent-rsh stops:
+//! not yet fixed), a file written through two descriptors (`&> f`
+//! around `echo > f`) whose NUL-filled length follows a message's
+//! prefix, an unset `$1` under `set -u` in a function (the
+//! known message difference, docs/scripts.md), and bash's own internal
+//! error (`pop_scope: head of shell_variables not a temporary environment
+//! scope`) after `Z=pre source` of a file that ends by `set -e` inside a
+//! function call. A clean 20,000 is still to be run.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -1050,7 +1066,7 @@ impl Gen {
     fn case(&mut self) -> Case {
         if !self.r.chance(25) {
             let mut script = self.script();
-            if !script.contains([';', '\n', '|', '&']) {
+            if !script.contains('\n') && !script.trim_end().ends_with('&') {
                 // A string that is one command of literal words runs the
                 // program of that name where the policy allows it (a
                 // single `printf` is coreutils', which differs from
