@@ -1013,10 +1013,8 @@ fn list_param(
 /// `${!NAME}`: the parameter NAME's value names (`x`, `1`, `a[2]`,
 /// `a[@]`).
 fn indirect(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), ExpandError> {
+    // Unset, under `set -u` too: bash's error that abandons the line.
     let Some(target) = special(&p.name, sh).or_else(|| sh.var(&p.name)) else {
-        if sh.nounset() {
-            return Err(ExpandError::Fatal(format!("{}: unbound variable", p.name)));
-        }
         return Err(ExpandError::Arith(format!(
             "{}: invalid indirect expansion",
             p.name

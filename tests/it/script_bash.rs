@@ -33,8 +33,8 @@
 //! narrowed; then seeds 11,679 to about 17,100 in 177 s, stopped at 5
 //! mismatches: a lone `printf` whose format holds `|` (coreutils'
 //! program ran; since narrowed), `${!n}` with `n` unset under `set -u`
-//! (bash warns `invalid indirect expansion` and goes on, agent-rsh stops:
-//! not yet fixed), a file written through two descriptors (`&> f`
+//! (bash's `invalid indirect expansion` abandons the line, agent-rsh
+//! stopped: since fixed), a file written through two descriptors (`&> f`
 //! around `echo > f`) whose NUL-filled length follows a message's
 //! prefix, an unset `$1` under `set -u` in a function (the
 //! known message difference, docs/scripts.md), and bash's own internal

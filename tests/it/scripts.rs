@@ -732,6 +732,8 @@ fn script_files_sourced_files_and_builtins_match_bash() {
         "set -- a b; IFS=o; echo \"$*\"; IFS=; echo \"$*\"",
         // `set -u`: an unset array's `${a[@]}` is empty.
         "set -u; echo \"${arr[@]}\" \"${arr[*]}\" ok",
+        // `${!n}` with n unset, under `set -u` too, abandons the line.
+        "set -u; echo \"${!n}\" x; echo same\necho next $?",
         // A subshell's EXIT trap writes where its redirection points.
         "( trap 'echo sub' EXIT; true ) > out.txt; cat out.txt",
         // getopts past the last word leaves OPTIND one past it.
