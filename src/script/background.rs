@@ -110,6 +110,10 @@ pub(super) struct Traps {
     exit: Option<String>,
     err: Option<String>,
     signals: Vec<(i32, String)>,
+    /// In a subshell: the parent's traps, which `trap` and `trap -p` show
+    /// (they do not run) until a trap is set or reset, as in bash, so
+    /// `$(trap -p)` and `trap -p | ...` see the shell's traps.
+    inherited: Option<Box<Traps>>,
 }
 
 /// What a `trap` argument names.
@@ -470,6 +474,10 @@ impl Interp<'_> {
     /// the ignored signals.
     pub(super) fn forked(&mut self) {
         self.jobs.clear();
+        // A subshell of a subshell that set no trap shows the same.
+        if self.traps.inherited.is_none() {
+            self.traps.inherited = Some(Box::new(self.traps.clone()));
+        }
         self.traps.exit = None;
         self.traps.err = None;
         let traps = std::mem::take(&mut self.traps.signals);
@@ -481,6 +489,13 @@ impl Interp<'_> {
             }
         }
         PENDING.store(0, Ordering::SeqCst);
+    }
+
+    /// A new shell (a script, `sh -c`) in this process: as a fork, and
+    /// it shows no trap of its parent's.
+    pub(super) fn new_shell_traps(&mut self) {
+        self.forked();
+        self.traps.inherited = None;
     }
 
     // ---- traps ----
@@ -532,22 +547,15 @@ impl Interp<'_> {
                     out.push_str(&format!("trap -- {} {name}\n", single_quote(t)));
                 }
             };
-            line(
-                &self.traps.exit,
-                "EXIT",
-                all || conds.contains(&Condition::Exit),
-            );
-            let mut sigs = self.traps.signals.clone();
+            let shown = self.traps.inherited.as_deref().unwrap_or(&self.traps);
+            line(&shown.exit, "EXIT", all || conds.contains(&Condition::Exit));
+            let mut sigs = shown.signals.clone();
             sigs.sort();
             for (sig, t) in &sigs {
                 let want = all || conds.contains(&Condition::Signal(*sig));
                 line(&Some(t.clone()), &signal_name(*sig), want);
             }
-            line(
-                &self.traps.err,
-                "ERR",
-                all || conds.contains(&Condition::Err),
-            );
+            line(&shown.err, "ERR", all || conds.contains(&Condition::Err));
             self.out(&out);
             return st;
         }
@@ -563,6 +571,7 @@ impl Interp<'_> {
             other => (other, specs),
         };
         let mut st = 0;
+        self.traps.inherited = None;
         for spec in specs {
             let c = match condition(spec) {
                 Ok(c) => c,

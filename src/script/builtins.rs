@@ -163,7 +163,7 @@ impl Interp<'_> {
                 self.run_pending_traps()
             }) {
                 Ok(()) => {}
-                Err(Unwind::Abort) if !self.child => {
+                Err(Unwind::Abort) if !self.subshell => {
                     self.status = 1;
                     skip_line = true;
                 }
@@ -395,7 +395,8 @@ impl Interp<'_> {
             Ok(1)
         };
         let Some(word) = words.get(optind - 1).cloned() else {
-            return done(self, optind);
+            // Past the last word: OPTIND is one past it, as bash sets it.
+            return done(self, words.len() + 1);
         };
         if pos == 1 {
             if word == "--" {
@@ -848,6 +849,7 @@ impl Interp<'_> {
         let mut export = false;
         let mut kind: Option<bool> = None;
         let mut print = false;
+        let mut global = false;
         let mut st = 0;
         let mut names = 0;
         for (i, a) in argv.iter().enumerate().skip(1) {
@@ -861,7 +863,7 @@ impl Interp<'_> {
                 for f in flags.chars() {
                     match f {
                         'x' => export = a.starts_with('-'),
-                        'g' => {}
+                        'g' => global = true,
                         'a' => kind = Some(false),
                         'A' => kind = Some(true),
                         'p' => print = true,
@@ -888,6 +890,9 @@ impl Interp<'_> {
                     }
                 }
                 continue;
+            }
+            if !global && !self.locals.is_empty() {
+                self.declare_local(a, off);
             }
             st |= self.declare_one(&argv[0], i, a, off, kind, export)?;
         }

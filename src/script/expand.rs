@@ -601,7 +601,11 @@ fn special(name: &str, sh: &dyn Shell) -> Option<String> {
         "$" => Some(sh.pid().to_string()),
         "!" => sh.last_background().map(|p| p.to_string()),
         "#" => Some((sh.positional().len().saturating_sub(1)).to_string()),
-        "*" => Some(sh.positional().get(1..).unwrap_or_default().join(" ")),
+        // Joined by IFS's first character (none when IFS is empty).
+        "*" => {
+            let sep: String = ifs(sh).chars().take(1).collect();
+            Some(sh.positional().get(1..).unwrap_or_default().join(&sep))
+        }
         n if n.bytes().all(|b| b.is_ascii_digit()) => {
             let i: usize = n.parse().ok()?;
             sh.positional().get(i).cloned()
@@ -939,7 +943,8 @@ fn list_param(
     sh: &mut dyn Shell,
     segs: &mut Vec<Seg>,
 ) -> Result<(), ExpandError> {
-    let shown = if p.index.is_some() {
+    // bash names the array alone for its length (`${#a[@]}`).
+    let shown = if p.index.is_some() && !matches!(p.op, ParamOp::Length) {
         format!("{}[{}]", p.name, if star { '*' } else { '@' })
     } else {
         p.name.clone()
@@ -954,6 +959,9 @@ fn list_param(
     );
     let elems = match elems {
         Some(e) => e,
+        // bash 5.2: `${a[@]}` and `${a[*]}` of an unset array are empty
+        // under `set -u` (their length is not).
+        None if p.index.is_some() && !matches!(p.op, ParamOp::Length) => Vec::new(),
         None if sh.nounset() && !tests => {
             return Err(ExpandError::Fatal(format!("{shown}: unbound variable")));
         }
@@ -1019,10 +1027,8 @@ fn list_param(
 /// `${!NAME}`: the parameter NAME's value names (`x`, `1`, `a[2]`,
 /// `a[@]`).
 fn indirect(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), ExpandError> {
+    // Unset, under `set -u` too: bash's error that abandons the line.
     let Some(target) = special(&p.name, sh).or_else(|| sh.var(&p.name)) else {
-        if sh.nounset() {
-            return Err(ExpandError::Fatal(format!("{}: unbound variable", p.name)));
-        }
         return Err(ExpandError::Arith(format!(
             "{}: invalid indirect expansion",
             p.name

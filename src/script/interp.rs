@@ -109,6 +109,8 @@ enum Call {
         text: Option<String>,
         positional: Vec<String>,
         set: Vec<String>,
+        /// The text is a script file's (not `-c`'s).
+        file: bool,
     },
     /// `source FILE ARGS` / `. FILE ARGS`: in the current shell.
     Source {
@@ -177,6 +179,12 @@ struct Interp<'s> {
     loop_depth: u32,
     /// A forked copy of the shell (subshell, pipeline stage, substitution).
     child: bool,
+    /// A subshell of this shell's (forked, not a new shell running a
+    /// script): an arithmetic error ends it rather than its line.
+    subshell: bool,
+    /// A shell running a script file (not a `-c` string): a fatal
+    /// expansion error ends it with 1, as bash's does, not 127.
+    script_file: bool,
     top_pid: u32,
     report_fd: RawFd,
     reports: usize,
@@ -204,6 +212,9 @@ struct Interp<'s> {
     getopts_at: (usize, usize),
     /// Nesting of `source`: where `return` is allowed.
     sourcing: u32,
+    /// `set -- ARGS` ran: a file sourced with arguments then leaves the
+    /// positional parameters it set, as in bash (`shift` does not count).
+    args_set: bool,
     /// The functions defined so far, with the script file each was read
     /// from (None: the command string, whose ids the static check knows).
     functions: HashMap<String, Rc<Function>>,
@@ -249,6 +260,7 @@ struct NewShell {
     text: Option<String>,
     positional: Vec<String>,
     set: Vec<String>,
+    file: bool,
     /// Prefix assignments: exported to the new shell.
     assigns: Vec<(String, String)>,
 }
@@ -458,11 +470,13 @@ pub fn nested_main(args: &[std::ffi::OsString]) -> Option<i32> {
             text,
             positional,
             set,
+            file,
         } => NewShell {
             name,
             text,
             positional,
             set,
+            file,
             assigns: Vec::new(),
         },
         Call::Status(st) => return Some(st),
@@ -522,15 +536,17 @@ impl<'s> Interp<'s> {
             },
         );
         vars.remove("OLDPWD");
-        // bash sets IFS itself, whatever the environment holds.
-        vars.insert(
-            "IFS".into(),
-            Var {
-                value: Some(" \t\n".into()),
-                exported: false,
-                array: None,
-            },
-        );
+        // bash sets IFS and OPTIND itself, whatever the environment holds.
+        for (k, v) in [("IFS", " \t\n"), ("OPTIND", "1")] {
+            vars.insert(
+                k.into(),
+                Var {
+                    value: Some(v.into()),
+                    exported: false,
+                    array: None,
+                },
+            );
+        }
         Some(Interp {
             script,
             fs: glob::Fs {
@@ -549,6 +565,8 @@ impl<'s> Interp<'s> {
             errexit_ignored: 0,
             loop_depth: 0,
             child: false,
+            subshell: false,
+            script_file: false,
             top_pid: std::process::id(),
             report_fd,
             reports: 0,
@@ -561,6 +579,7 @@ impl<'s> Interp<'s> {
             positional: vec!["agent-rsh".into()],
             getopts_at: (0, 1),
             sourcing: 0,
+            args_set: false,
             functions: HashMap::new(),
             locals: Vec::new(),
             jobs: Vec::new(),
@@ -699,7 +718,7 @@ impl Interp<'_> {
             Err(Unwind::Abort) => 1,
             Err(Unwind::Return(c)) => c,
             Err(Unwind::Fatal) => {
-                if self.child {
+                if self.subshell || self.script_file {
                     1
                 } else {
                     FATAL_TOP
@@ -725,6 +744,7 @@ impl Interp<'_> {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             self.child = true;
+            self.subshell = true;
             self.reports = self.reports.min(MAX_REPORTS);
             self.forked();
         }
@@ -949,12 +969,12 @@ impl Interp<'_> {
                 body, redirects, ..
             } => {
                 if self.child && tail {
-                    return self.with_redirects(redirects, |me| me.exec_list(body));
+                    return self.subshell_body(redirects, body);
                 }
                 let started = Instant::now();
                 let pid = self.fork()?;
                 if pid == 0 {
-                    let r = self.with_redirects(redirects, |me| me.exec_list(body));
+                    let r = self.subshell_body(redirects, body);
                     self.child_exit(r);
                 }
                 let raw = wait_pid(pid);
@@ -1028,8 +1048,14 @@ impl Interp<'_> {
                 redirects,
             } => self.with_redirects(redirects, |me| {
                 let mut items = Vec::new();
-                for w in words.iter().flatten() {
-                    items.extend(me.fields(w)?);
+                match words {
+                    Some(words) => {
+                        for w in words {
+                            items.extend(me.fields(w)?);
+                        }
+                    }
+                    // `for NAME; do`: the positional parameters.
+                    None => items.extend(me.positional[1..].iter().cloned()),
                 }
                 let mut last = 0;
                 me.loop_depth += 1;
@@ -1116,6 +1142,25 @@ impl Interp<'_> {
                 me.status = 0;
                 Ok(0)
             }),
+        }
+    }
+
+    /// The body of `( ... ) REDIRECTS` in the process that ends with it:
+    /// the redirections stay in place, so the subshell's EXIT trap writes
+    /// where its commands did, as in bash.
+    fn subshell_body(&mut self, rs: &[Redirect], body: &List) -> R<i32> {
+        let merge = std::mem::take(&mut self.stderr_to_pipe);
+        match self.apply_redirects(rs, None)? {
+            true => {
+                if merge {
+                    dup2(1, 2);
+                }
+                self.exec_list(body)
+            }
+            false => {
+                self.status = 1;
+                Ok(1)
+            }
         }
     }
 
@@ -1781,8 +1826,12 @@ impl Interp<'_> {
                 exec_path = e;
             }
             Some(Call::Eval { text }) => {
-                let st =
-                    self.with_redirects(&c.redirects, |me| me.run_text("eval".into(), text))?;
+                // Prefix assignments hold for the call only, as bash
+                // (outside POSIX mode) keeps them for `eval` and `source`.
+                let saved = self.set_for_call(assigns);
+                let r = self.with_redirects(&c.redirects, |me| me.run_text("eval".into(), text));
+                self.restore(saved);
+                let st = r?;
                 self.status = st;
                 if exec {
                     self.exec_exit = true;
@@ -1791,7 +1840,10 @@ impl Interp<'_> {
                 return Ok(st);
             }
             Some(Call::Source { name, text, args }) => {
-                let st = self.run_source(c, name, text, args)?;
+                let saved = self.set_for_call(assigns);
+                let r = self.run_source(c, name, text, args);
+                self.restore(saved);
+                let st = r?;
                 if exec {
                     self.exec_exit = true;
                     return Err(Unwind::Exit(st));
@@ -1803,12 +1855,14 @@ impl Interp<'_> {
                 text,
                 positional,
                 set,
+                file,
             }) => {
                 let shell = NewShell {
                     name,
                     text,
                     positional,
                     set,
+                    file,
                     assigns,
                 };
                 let st = self.run_shell(c, &argv, shell, tail)?;
@@ -2162,6 +2216,7 @@ impl Interp<'_> {
                     text: Some(text),
                     positional: argv.to_vec(),
                     set: Vec::new(),
+                    file: true,
                 },
                 Err(st) => Call::Status(st),
             })),
@@ -2295,6 +2350,7 @@ impl Interp<'_> {
                 return Call::Status(2);
             }
         };
+        let file = a.command.is_none();
         let (shown, text, arg0) = match (a.command, a.file) {
             (Some(cmd), _) => {
                 let arg0 = a.arg0.unwrap_or_else(|| name.to_string());
@@ -2313,6 +2369,7 @@ impl Interp<'_> {
             text,
             positional,
             set: a.set,
+            file,
         }
     }
 
@@ -2441,6 +2498,14 @@ impl Interp<'_> {
         let allexport = std::mem::take(&mut self.opts.allexport);
         for (k, v) in assigns {
             self.set_var(&k, v);
+            // Exported for the call, as bash's temporary environment is
+            // (the programs a function or a sourced file runs see it).
+            // IFS was screened as the shell's own, not as an export.
+            if k != "IFS"
+                && let Some(var) = self.vars.get_mut(&k)
+            {
+                var.exported = true;
+            }
         }
         self.opts.allexport = allexport;
         saved
@@ -2469,6 +2534,7 @@ impl Interp<'_> {
         }
         let mut st = 0;
         let mut kind = None;
+        let mut export = false;
         for (i, a) in args.iter().enumerate() {
             let off = offsets.get(i + 1).copied().unwrap_or(c.offset);
             let literal = self.decl_arrays.iter().any(|(at, _, _)| *at == i + 1);
@@ -2481,6 +2547,7 @@ impl Interp<'_> {
                     match f {
                         'a' => kind = Some(false),
                         'A' => kind = Some(true),
+                        'x' => export = true,
                         _ => {}
                     }
                 }
@@ -2495,15 +2562,19 @@ impl Interp<'_> {
                 return Err(self.deny(d));
             }
             let old = self.vars.get(n).cloned();
-            if let Some(scope) = self.locals.last_mut()
-                && !scope.iter().any(|(k, _)| k == n)
-            {
-                scope.push((n.to_string(), old.clone()));
+            // Already local in this call: `local NAME` keeps its value.
+            let mut fresh = true;
+            if let Some(scope) = self.locals.last_mut() {
+                if scope.iter().any(|(k, _)| k == n) {
+                    fresh = false;
+                } else {
+                    scope.push((n.to_string(), old.clone()));
+                }
             }
             if literal || kind.is_some() {
                 // A new local array (bash does not keep the outer value).
                 self.vars.insert(n.to_string(), Var::default());
-                st |= self.declare_one("local", i + 1, a, off, kind, false)?;
+                st |= self.declare_one("local", i + 1, a, off, kind, export)?;
                 continue;
             }
             match v {
@@ -2515,19 +2586,50 @@ impl Interp<'_> {
                     };
                     self.set_var(n, v)
                 }
-                None => {
+                None if fresh => {
                     self.vars.insert(
                         n.to_string(),
                         Var {
                             value: None,
-                            exported: false,
+                            exported: old.is_some_and(|v| v.exported),
                             array: None,
                         },
                     );
                 }
+                None => {}
+            }
+            // `local -x`: screened above as an export.
+            if export && let Some(var) = self.vars.get_mut(n) {
+                var.exported = true;
             }
         }
         Ok(st)
+    }
+
+    /// `declare NAME` in a function: NAME becomes local to the call, as
+    /// `local NAME` does (unset until `declare` gives it a value).
+    fn declare_local(&mut self, arg: &str, off: usize) {
+        let n = arg.split_once('=').map_or(arg, |(n, _)| n);
+        let n = n.strip_suffix('+').unwrap_or(n);
+        if !crate::lex::is_identifier(n) || verify::screen_name(&self.policy, n, off).is_err() {
+            // `declare` itself says why.
+            return;
+        }
+        let old = self.vars.get(n).cloned();
+        if let Some(scope) = self.locals.last_mut()
+            && !scope.iter().any(|(k, _)| k == n)
+        {
+            // An exported name stays exported, as in bash.
+            let exported = old.as_ref().is_some_and(|v| v.exported);
+            scope.push((n.to_string(), old));
+            self.vars.insert(
+                n.to_string(),
+                Var {
+                    exported,
+                    ..Var::default()
+                },
+            );
+        }
     }
 
     /// `source FILE ARGS`: the file's commands in this shell.
@@ -2543,10 +2645,16 @@ impl Interp<'_> {
             p.extend(args);
             std::mem::replace(&mut self.positional, p)
         });
+        let outer_set = std::mem::take(&mut self.args_set);
         self.sourcing += 1;
         let r = self.with_redirects(&c.redirects, |me| me.run_text(name, text));
         self.sourcing -= 1;
-        if let Some(p) = saved {
+        // Outside a function, parameters the file set with `set --` stay.
+        let keep = self.args_set && self.locals.is_empty();
+        self.args_set |= outer_set;
+        if let Some(p) = saved
+            && !keep
+        {
             self.positional = p;
         }
         match r {
@@ -2608,6 +2716,18 @@ impl Interp<'_> {
             }
         };
         self.vars.retain(|_, v| v.exported);
+        // bash sets IFS and OPTIND itself, whatever the environment holds.
+        for (k, v) in [("IFS", " \t\n"), ("OPTIND", "1")] {
+            self.vars.insert(
+                k.into(),
+                Var {
+                    value: Some(v.into()),
+                    exported: false,
+                    array: None,
+                },
+            );
+        }
+        self.getopts_at = (0, 1);
         for (k, v) in shell.assigns {
             self.vars.insert(
                 k,
@@ -2631,12 +2751,16 @@ impl Interp<'_> {
         self.loop_depth = 0;
         self.errexit_ignored = 0;
         self.sourcing = 0;
+        self.args_set = false;
+        // The top level of a shell of its own.
+        self.subshell = false;
+        self.script_file = shell.file;
         // A new shell knows no function of its parent's (bash's `export -f`
         // is not supported).
         self.functions.clear();
         self.locals.clear();
         // Nor its traps or jobs (ignored signals stay ignored).
-        self.forked();
+        self.new_shell_traps();
         self.positional = shell.positional;
         self.run_text(shell.name, text)
     }
@@ -2675,7 +2799,8 @@ impl Interp<'_> {
                 };
                 if self.sourcing == 0 && self.locals.is_empty() {
                     say("return: can only `return' from a function or sourced script");
-                    return Ok(1);
+                    // bash's usage status.
+                    return Ok(2);
                 }
                 return Err(Unwind::Return(code));
             }
@@ -2880,6 +3005,7 @@ impl Interp<'_> {
                     // `set -- ARGS`: the new positional parameters.
                     self.positional.truncate(1);
                     self.positional.extend(p.iter().cloned());
+                    self.args_set = true;
                 }
                 0
             }

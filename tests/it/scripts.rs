@@ -860,3 +860,78 @@ fn process_substitution_leaks_no_fd_and_no_process() {
         assert!(peak < 50, "{peak} tasks at once: {r}");
     }
 }
+
+/// Scripts run as files, sourced and through `bash -c`, and the builtins
+/// they use, as bash runs them: each row is a difference the generated
+/// scripts of `script_bash` found (stdout and status compared with bash).
+#[test]
+fn script_files_sourced_files_and_builtins_match_bash() {
+    if !common::ready(
+        "script_files_sourced_files_and_builtins_match_bash",
+        false,
+        &["bash"],
+    ) {
+        return;
+    }
+    let p = policy(POLICY);
+    let files: &[(&str, &str)] = &[
+        ("set.sh", "set -- x\n"),
+        ("in.sh", "X=in\necho \"in $X\"\n"),
+        ("u.sh", "set -u\necho $nope\necho never\n"),
+    ];
+    let cases = [
+        // `for NAME;` walks the positional parameters.
+        "set -- a 'b c'; for a; do echo \"<$a>\"; done; . ./in.sh; bash -c 'for a; do echo $a; done' nm p q",
+        // `return` outside a function or sourced file: bash's status 2.
+        "return 3; echo st=$?",
+        // Prefix assignments hold for `source` and `eval` only, and are
+        // exported for the call.
+        "X=1; X=2 source ./in.sh; echo $X; X=3 eval 'echo $X'; echo $X",
+        "f() { bash -c 'echo ${X-u}'; }; X=2 f; f",
+        // `declare` and `typeset` in a function make locals (not `-g`); an
+        // exported name stays exported.
+        "X=out; f() { declare X=in; typeset Y=y; declare -g G=g; echo $X$Y; }; f; echo \"$X ${Y-u} $G\"",
+        "export X=1; f() { declare X=2; bash -c 'echo $X'; }; f; echo $X",
+        // `local NAME` again keeps the value; `local -x` exports.
+        "f() { local X=1; local X; echo ${X-u}; local -x E=e; bash -c 'echo ${E-u}'; }; f",
+        // A sourced file that sets the parameters with `set --` keeps them.
+        "set -- a b; source ./set.sh p q; echo $# $1; set -- a b; . ./in.sh p; echo $# $1",
+        // An arithmetic error in a new shell abandons its line, not the shell.
+        "bash -c 'echo $((1/0)); echo same\necho next'; echo st=$?",
+        // A new shell sets IFS and OPTIND itself.
+        "IFS=:; OPTIND=3; bash -c 'printf \"%q\\n\" \"$IFS\"; echo $OPTIND'",
+        // A subshell shows the shell's traps until it sets one.
+        "trap 'echo x' EXIT; (trap -p EXIT); trap -p | cat; (trap 'echo y' INT; trap -p)",
+        // `"$*"` joins with IFS's first character.
+        "set -- a b; IFS=o; echo \"$*\"; IFS=; echo \"$*\"",
+        // `set -u`: an unset array's `${a[@]}` is empty.
+        "set -u; echo \"${arr[@]}\" \"${arr[*]}\" ok",
+        // `${!n}` with n unset, under `set -u` too, abandons the line.
+        "set -u; echo \"${!n}\" x; echo same\necho next $?",
+        // A subshell's EXIT trap writes where its redirection points.
+        "( trap 'echo sub' EXIT; true ) > out.txt; cat out.txt",
+        // getopts past the last word leaves OPTIND one past it.
+        "set -- -a; getopts a o; getopts a o; echo $OPTIND; set --; OPTIND=5; getopts a o; echo $OPTIND",
+        // A fatal error ends a script file with 1, a `-c` string with 127.
+        "bash u.sh; echo st=$?; bash -c 'set -u; echo $nope'; echo st=$?",
+    ];
+    for cmd in cases {
+        let ws = workspace(files);
+        let bash = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", cmd])
+            .current_dir(ws.path())
+            .env_remove("IFS")
+            .output()
+            .unwrap();
+        let ws = workspace(files);
+        let r = run_json(&p.path, ws.path(), cmd);
+        let want = String::from_utf8_lossy(&bash.stdout);
+        assert_eq!(r["stdout"].as_str().unwrap(), want, "{cmd}: {r}");
+        assert_eq!(r["exitCode"], bash.status.code().unwrap(), "{cmd}: {r}");
+    }
+    // bash names the array alone when its length is unbound (and ends
+    // with 1 there, where agent-rsh ends as for other unbound names).
+    let ws = workspace(files);
+    let r = run_json(&p.path, ws.path(), "set -u; echo ${#arr[@]}");
+    assert_eq!(r["stderr"], "agent-rsh: arr: unbound variable\n", "{r}");
+}
