@@ -256,16 +256,23 @@ impl P<'_> {
             {
                 let op_at = self.start;
                 self.advance()?;
+                // As bash: `N += M` reads N before it evaluates M (under
+                // `set -u` the unset N is the one named).
+                let cur = if op != "=" && self.noeval == 0 {
+                    Some(self.value_of(&name)?)
+                } else {
+                    None
+                };
                 let rhs = self.assign()?;
                 if self.noeval > 0 {
                     return Ok(rhs);
                 }
-                let v = if op == "=" {
-                    rhs
-                } else {
-                    let cur = self.value_of(&name)?;
-                    let bin = &op[..op.len() - 1];
-                    self.binary(bin, cur, rhs, op_at)?
+                let v = match cur {
+                    None => rhs,
+                    Some(cur) => {
+                        let bin = &op[..op.len() - 1];
+                        self.binary(bin, cur, rhs, op_at)?
+                    }
                 };
                 self.vars.set(&name, v).map_err(Error::Denied)?;
                 return Ok(v);

@@ -93,8 +93,61 @@ impl Interp<'_> {
             "history" => Ok(0),
             "help" => Ok(help(args)),
             "shopt" => Ok(self.shopt(args)),
+            "alias" => Ok(self.alias(args)),
+            "unalias" => Ok(self.unalias(args)),
             _ => Ok(0),
         }
+    }
+
+    /// `alias [-p] [NAME[=TEXT]...]`: defines and prints aliases as bash
+    /// does when it is not interactive, where they are never expanded.
+    fn alias(&mut self, args: &[String]) -> i32 {
+        let shown =
+            |name: &str, text: &str| format!("alias {name}='{}'\n", text.replace('\'', "'\\''"));
+        let args: Vec<&String> = args.iter().skip_while(|a| *a == "-p").collect();
+        if args.is_empty() {
+            let all: String = self.aliases.iter().map(|(n, t)| shown(n, t)).collect();
+            return print_out(&all);
+        }
+        let (mut st, mut out) = (0, String::new());
+        for a in args {
+            match a.split_once('=') {
+                Some((name, text)) if !name.is_empty() => {
+                    self.aliases.insert(name.to_string(), text.to_string());
+                }
+                _ => match self.aliases.get(a.as_str()) {
+                    Some(text) => out.push_str(&shown(a, text)),
+                    None => {
+                        say(&format!("alias: {a}: not found"));
+                        st = 1;
+                    }
+                },
+            }
+        }
+        if print_out(&out) != 0 {
+            return 1;
+        }
+        st
+    }
+
+    /// `unalias [-a] NAME...`.
+    fn unalias(&mut self, args: &[String]) -> i32 {
+        if args.is_empty() {
+            say("unalias: usage: unalias [-a] name [name ...]");
+            return 2;
+        }
+        if args.iter().any(|a| a == "-a") {
+            self.aliases.clear();
+            return 0;
+        }
+        let mut st = 0;
+        for a in args {
+            if self.aliases.remove(a.as_str()).is_none() {
+                say(&format!("unalias: {a}: not found"));
+                st = 1;
+            }
+        }
+        st
     }
 
     /// `shopt [-s|-u] [-p] [-q] [NAME...]`: of bash's options, `globstar`

@@ -210,6 +210,10 @@ struct Interp<'s> {
     /// `getopts`: the OPTIND it last set and the next option letter's
     /// index in that argument (bash keeps the same hidden state).
     getopts_at: (usize, usize),
+    /// `alias NAME=TEXT`: kept and printed, never expanded, as in a bash
+    /// that is not interactive (`expand_aliases` is off and `shopt`
+    /// cannot turn it on).
+    pub(super) aliases: std::collections::BTreeMap<String, String>,
     /// Nesting of `source`: where `return` is allowed.
     sourcing: u32,
     /// `set -- ARGS` ran: a file sourced with arguments then leaves the
@@ -578,6 +582,7 @@ impl<'s> Interp<'s> {
             frame: None,
             positional: vec!["agent-rsh".into()],
             getopts_at: (0, 1),
+            aliases: std::collections::BTreeMap::new(),
             sourcing: 0,
             args_set: false,
             functions: HashMap::new(),

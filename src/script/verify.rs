@@ -114,6 +114,8 @@ pub const BUILTINS: &[&str] = &[
     "history",
     "help",
     "shopt",
+    "alias",
+    "unalias",
 ];
 
 /// Builtins that are programs too: `exec NAME` runs the program, as in
@@ -150,10 +152,6 @@ pub fn runs_script(policy: &Policy, name: &str) -> bool {
 /// Builtins bash has and agent-rsh refuses: rule and hint.
 pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
-        "alias" | "unalias" => (
-            "syntax.alias",
-            "write the command out; aliases are not expanded",
-        ),
         "readonly" => (
             "syntax.unsupported",
             "`readonly` is not supported: assign the variable (`NAME=value`) and leave it unchanged",

@@ -183,12 +183,13 @@ const COUNTED: [&str; 4] = ["syntax", "length", "tmp", "script"];
 
 /// The share of the corpus refused for syntax, length, /tmp or script
 /// reasons as last measured (per mille); at 10 or below the test holds the
-/// 1% bar itself. 3 of 671 (0.45%) since the interpreter runs process
-/// substitution (`diff <(...) <(...)`, `done < <(...)`), after the run's
-/// private /tmp took the 7 refusals of `/tmp` and the interpreter took
-/// `eval`, `history`, `help`, `ulimit`, `umask` and `shopt -s globstar`:
-/// all for syntax agent-rsh does not run (`alias`, `select`, `export -f`).
-const MEASURED_PER_MILLE: usize = 5;
+/// 1% bar itself. 2 of 671 (0.30%) since the interpreter runs process
+/// substitution (`diff <(...) <(...)`, `done < <(...)`) and `alias`, after
+/// the run's private /tmp took the 7 refusals of `/tmp` and the
+/// interpreter took `eval`, `history`, `help`, `ulimit`, `umask` and
+/// `shopt -s globstar`: both for syntax agent-rsh does not run (`select`,
+/// `export -f`).
+const MEASURED_PER_MILLE: usize = 3;
 
 #[test]
 fn agent_corpus_refusals_for_the_coding_loop_do_not_grow_past_the_measured_share() {

@@ -40,7 +40,18 @@
 //! known message difference, docs/scripts.md), and bash's own internal
 //! error (`pop_scope: head of shell_variables not a temporary environment
 //! scope`) after `Z=pre source` of a file that ends by `set -e` inside a
-//! function call. A clean 20,000 is still to be run.
+//! function call. Both since narrowed (NULs counted as one; no prefix
+//! assignment in front of `source`).
+//!
+//! Then seeds 1 to 18,696 in 1,095 s (release build, two busy loops and a
+//! full test run beside it), stopped at 5 mismatches: three of the
+//! harness's (agent-rsh's diagnosis of a "No such file or directory" on
+//! stderr; bash's `environment: ` prefix; a "Text file busy" exec of a
+//! file another thread of the test had open as it forked), since handled;
+//! `(( N += M ))` under `set -u` named M where bash names N (the left
+//! side is read first: since fixed); and `${arr[-1]}` of an unset array
+//! under `set -e`, where bash warns `bad array subscript` and ends the
+//! script with 1 and agent-rsh expands it empty: still open (docs/scripts.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -1166,6 +1177,12 @@ impl Gen {
                 " || echo \"failed $?\"",
             ])
             .to_string();
+        // bash fails on its own (`pop_scope: head of shell_variables not a
+        // temporary environment scope`) when a file sourced with an
+        // assignment in front ends under `set -e` in a function call.
+        if call.starts_with("source") || call.starts_with(". ") {
+            pre = pre.replace("Z=pre ", "");
+        }
         Case {
             script: format!("{pre}{call}{tail}"),
             reference: format!("{pre}{reference}{tail}"),
@@ -1204,6 +1221,9 @@ fn normal(text: &str, _dir: &Path) -> String {
             ("nm: line ", true),
             ("agent-rsh: ", false),
             ("bash: ", false),
+            // bash's name for where an error in a function called from a
+            // `!` pipeline inside a group happened.
+            ("environment: ", false),
         ]
         .iter()
         .filter_map(|&(p, numbered)| {
@@ -1222,6 +1242,14 @@ fn normal(text: &str, _dir: &Path) -> String {
             out.push_str("<SH>: ");
         }
         rest = &rest[skip + len..];
+    }
+    // bash names an unset positional parameter `$1` under `set -u`,
+    // agent-rsh `1` (docs/scripts.md, known differences).
+    for d in '1'..='9' {
+        out = out.replace(
+            &format!("${d}: unbound variable"),
+            &format!("{d}: unbound variable"),
+        );
     }
     // A message that went through a filter (`2>&1 | tr -d a`) keeps
     // bash's `line N: ` after a prefix the filter changed.
@@ -1255,7 +1283,17 @@ fn tree(dir: &Path) -> BTreeMap<String, String> {
                 walk(root, &p, out);
             } else {
                 let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
-                out.insert(rel, normal(&text, root));
+                // A file written through two descriptors (`&> f` around
+                // `echo > f`) is padded with NULs up to the other's offset,
+                // which follows the length of a message's prefix: a run of
+                // NULs counts as one.
+                let mut squeezed = String::with_capacity(text.len());
+                for ch in text.chars() {
+                    if !(ch == '\0' && squeezed.ends_with('\0')) {
+                        squeezed.push(ch);
+                    }
+                }
+                out.insert(rel, normal(&squeezed, root));
             }
         }
     }
@@ -1336,9 +1374,16 @@ fn run_agent(script: &str, dir: &Path, policy: &Path) -> Outcome {
 /// may follow a last line the script left open).
 fn without_notice(text: &str) -> String {
     let mut t = text.to_string();
-    if let Some(i) = t.find("agent-rsh: workspace kept at ") {
-        let end = t[i..].find('\n').map_or(t.len(), |j| i + j + 1);
-        t.replace_range(i..end, "");
+    // And its diagnosis of a program's "No such file or directory",
+    // which bash has no counterpart for.
+    for notice in [
+        "agent-rsh: workspace kept at ",
+        "agent-rsh: warning: \"No such file or directory\" may be",
+    ] {
+        while let Some(i) = t.find(notice) {
+            let end = t[i..].find('\n').map_or(t.len(), |j| i + j + 1);
+            t.replace_range(i..end, "");
+        }
     }
     t
 }
@@ -1356,26 +1401,46 @@ fn compare(seed: u64, policy: &Path) -> Result<(), String> {
     // in the output (`pwd`, `~`) are the same for both.
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("w");
-    std::fs::create_dir(&ws).unwrap();
-    setup(&ws);
-    if let Some((_, theirs)) = &case.file {
-        write_file(&ws, theirs);
-    }
+    // A file just written may be "busy" for an exec: another thread of
+    // this test can fork while holding it open for writing (its child
+    // keeps the descriptor until its own exec). The machine's doing, not
+    // a shell's: the side is run again from a fresh directory.
+    let busy = |o: &Outcome| o.stderr.contains("Text file busy");
+    let fresh = |text: Option<&String>| {
+        let _ = std::fs::remove_dir_all(&ws);
+        let _ = std::fs::remove_dir_all(dir.path().join("state"));
+        std::fs::create_dir(&ws).unwrap();
+        setup(&ws);
+        if let Some(t) = text {
+            write_file(&ws, t);
+        }
+    };
+    fresh(case.file.as_ref().map(|(_, theirs)| theirs));
     let mut want = run_bash(&case.reference, &ws);
+    for _ in 0..5 {
+        if !busy(&want) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        fresh(case.file.as_ref().map(|(_, theirs)| theirs));
+        want = run_bash(&case.reference, &ws);
+    }
     if let Some((ours, theirs)) = &case.file
         && want.files.get("s.sh") == Some(&normal(theirs, &ws))
     {
         // The same file, as each side was given it.
         want.files.insert("s.sh".into(), normal(ours, &ws));
     }
-    std::fs::remove_dir_all(&ws).unwrap();
-    std::fs::remove_dir_all(dir.path().join("state")).unwrap();
-    std::fs::create_dir(&ws).unwrap();
-    setup(&ws);
-    if let Some((ours, _)) = &case.file {
-        write_file(&ws, ours);
+    fresh(case.file.as_ref().map(|(ours, _)| ours));
+    let mut got = run_agent(script, &ws, policy);
+    for _ in 0..5 {
+        if !busy(&got) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        fresh(case.file.as_ref().map(|(ours, _)| ours));
+        got = run_agent(script, &ws, policy);
     }
-    let got = run_agent(script, &ws, policy);
     if want.stdout != got.stdout
         || want.stderr != got.stderr
         || want.status != got.status

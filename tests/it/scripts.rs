@@ -900,8 +900,12 @@ fn script_files_sourced_files_and_builtins_match_bash() {
         "bash -c 'echo $((1/0)); echo same\necho next'; echo st=$?",
         // A new shell sets IFS and OPTIND itself.
         "IFS=:; OPTIND=3; bash -c 'printf \"%q\\n\" \"$IFS\"; echo $OPTIND'",
-        // A subshell shows the shell's traps until it sets one.
-        "trap 'echo x' EXIT; (trap -p EXIT); trap -p | cat; (trap 'echo y' INT; trap -p)",
+        // A subshell shows the shell's traps until it sets one. (Only EXIT
+        // and USR1: a signal ignored when bash starts, as SIGINT in a
+        // background job, cannot be trapped there and shows as ignored.)
+        "trap 'echo x' EXIT; (trap -p EXIT); trap -p EXIT | cat; (trap 'echo y' USR1; trap -p USR1 EXIT)",
+        // `x += ...` reads x before the right side changes it.
+        "x=1; (( x += (x = 5) )); echo $x; y=2; (( y *= y++ )); echo $y",
         // `"$*"` joins with IFS's first character.
         "set -- a b; IFS=o; echo \"$*\"; IFS=; echo \"$*\"",
         // `set -u`: an unset array's `${a[@]}` is empty.
@@ -934,4 +938,34 @@ fn script_files_sourced_files_and_builtins_match_bash() {
     let ws = workspace(files);
     let r = run_json(&p.path, ws.path(), "set -u; echo ${#arr[@]}");
     assert_eq!(r["stderr"], "agent-rsh: arr: unbound variable\n", "{r}");
+}
+
+/// `alias` and `unalias` as in a bash that is not interactive: aliases are
+/// kept and printed, never expanded (the same script, compared with bash).
+#[test]
+fn alias_defines_and_prints_but_does_not_expand_as_in_bash() {
+    let p = policy(POLICY);
+    let ws = workspace(&[]);
+    let script = "alias ll='ls -la' q=\"it's\"; alias; alias ll; alias nope; echo \"st $?\"; \
+                  unalias ll; alias -p; unalias ll; echo \"st $?\"; unalias -a; alias; echo end";
+    let r = run_json(&p.path, ws.path(), script);
+    let bash = std::process::Command::new("bash")
+        .args(["-c", script])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        r["stdout"],
+        String::from_utf8_lossy(&bash.stdout).as_ref(),
+        "{r}"
+    );
+    assert_eq!(
+        r["stdout"],
+        "alias ll='ls -la'\nalias q='it'\\''s'\nalias ll='ls -la'\nst 1\nalias q='it'\\''s'\nst 1\nend\n",
+        "{r}"
+    );
+    let err = r["stderr"].as_str().unwrap();
+    assert!(err.contains("alias: nope: not found"), "{r}");
+    assert!(err.contains("unalias: ll: not found"), "{r}");
+    assert_eq!(r["exitCode"], 0, "{r}");
 }
