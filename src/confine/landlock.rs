@@ -359,13 +359,7 @@ pub struct Programs {
 /// The symlinks a lookup of `name` in the search path passes through
 /// after the first, each as the path it is found at.
 fn links_on_the_way(policy: &crate::policy::Policy, name: &str) -> Vec<PathBuf> {
-    let Some(mut cur) = policy
-        .commands
-        .search_path
-        .iter()
-        .map(|d| d.join(name))
-        .find(|c| std::fs::symlink_metadata(c).is_ok())
-    else {
+    let Some(mut cur) = first_entry(policy, name) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -539,18 +533,23 @@ pub fn allowed_programs(policy: &crate::policy::Policy) -> Arc<Programs> {
     programs
 }
 
+/// The first entry named `name` in the search path's directories, of
+/// whatever kind (as a lookup by name finds it).
+fn first_entry(policy: &crate::policy::Policy, name: &str) -> Option<PathBuf> {
+    policy
+        .commands
+        .search_path
+        .iter()
+        .map(|d| d.join(name))
+        .find(|c| std::fs::symlink_metadata(c).is_ok())
+}
+
 /// Whether `name` resolved to `path` as a plain file named `name` in the
 /// first search-path directory that has such an entry, with no symlink of
 /// its own: then only a change in a search-path directory's entries (or
 /// the file itself) can change the answer.
 fn plainly_found(policy: &crate::policy::Policy, name: &str, path: Option<&Path>) -> bool {
-    let hit = policy
-        .commands
-        .search_path
-        .iter()
-        .map(|d| d.join(name))
-        .find(|c| std::fs::symlink_metadata(c).is_ok());
-    match (hit, path) {
+    match (first_entry(policy, name), path) {
         (None, None) => true,
         (Some(c), Some(path)) => {
             std::fs::symlink_metadata(&c).is_ok_and(|m| m.file_type().is_file())

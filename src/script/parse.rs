@@ -731,13 +731,16 @@ impl<'a, 'r> Parser<'a, 'r> {
         }
     }
 
-    /// `<(list)` or `>(list)` at `pos`: the list is parsed as a command
-    /// substitution's is, up to its `)`.
-    fn read_process_subst(&mut self, parts: &mut Vec<Part>) -> Result<(), LexError> {
-        let i = self.pos;
-        let at = self.at(i);
-        let output = self.b[i] == b'>';
-        self.pos = i + 2;
+    /// The list of a substitution opened at `at` (`$(`, `<(`, `>(`), up to
+    /// and including its `)`; the messages say which one was not closed or
+    /// holds the syntax error.
+    fn list_to_paren(
+        &mut self,
+        at: usize,
+        never_closed: &str,
+        syntax: &str,
+        syntax_hint: &'static str,
+    ) -> Result<List, LexError> {
         self.enter(at)?;
         let body = self.parse_list()?;
         match self.next()?.kind {
@@ -746,20 +749,29 @@ impl<'a, 'r> Parser<'a, 'r> {
                 return Err(err(
                     "lex.unterminated",
                     at,
-                    "process substitution is never closed".into(),
+                    never_closed.into(),
                     "close it with a matching )",
                 ));
             }
-            _ => {
-                return Err(err(
-                    SYNTAX,
-                    at,
-                    "syntax error in process substitution".into(),
-                    "fix the shell syntax inside the parentheses",
-                ));
-            }
+            _ => return Err(err(SYNTAX, at, syntax.into(), syntax_hint)),
         }
         self.leave();
+        Ok(body)
+    }
+
+    /// `<(list)` or `>(list)` at `pos`: the list is parsed as a command
+    /// substitution's is, up to its `)`.
+    fn read_process_subst(&mut self, parts: &mut Vec<Part>) -> Result<(), LexError> {
+        let i = self.pos;
+        let at = self.at(i);
+        let output = self.b[i] == b'>';
+        self.pos = i + 2;
+        let body = self.list_to_paren(
+            at,
+            "process substitution is never closed",
+            "syntax error in process substitution",
+            "fix the shell syntax inside the parentheses",
+        )?;
         if body.is_empty() {
             // bash makes the word vanish: nothing a reader would want.
             return Err(unsupported(
@@ -809,28 +821,12 @@ impl<'a, 'r> Parser<'a, 'r> {
             )),
             Some(b'(') => {
                 self.pos = i + 2;
-                self.enter(at)?;
-                let body = self.parse_list()?;
-                match self.next()?.kind {
-                    TokKind::Op(Op::RParen) => {}
-                    TokKind::Eof => {
-                        return Err(err(
-                            "lex.unterminated",
-                            at,
-                            "command substitution $( is never closed".into(),
-                            "close it with a matching )",
-                        ));
-                    }
-                    _ => {
-                        return Err(err(
-                            SYNTAX,
-                            at,
-                            "syntax error in command substitution $(...)".into(),
-                            "fix the shell syntax inside $(...)",
-                        ));
-                    }
-                }
-                self.leave();
+                let body = self.list_to_paren(
+                    at,
+                    "command substitution $( is never closed",
+                    "syntax error in command substitution $(...)",
+                    "fix the shell syntax inside $(...)",
+                )?;
                 parts.push(Part::Subst(Box::new(Subst {
                     offset: at,
                     body,

@@ -987,11 +987,7 @@ fn a_missing_program_of_the_project_is_not_found_as_in_bash() {
     let r = repo(&[("README", "x\n")]);
     let script = "./nothere; echo \"st $?\"; bin/app || echo fallback";
     let v = run_json(&coding, r.path(), script);
-    let bash = Command::new("bash")
-        .args(["-c", script])
-        .current_dir(r.path())
-        .output()
-        .unwrap();
+    let bash = crate::scripts::bash_in(r.path(), script);
     assert_eq!(
         v["stdout"],
         String::from_utf8_lossy(&bash.stdout).as_ref(),

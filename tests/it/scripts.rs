@@ -40,6 +40,17 @@ fn run_json(policy: &Path, ws: &Path, cmd: &str) -> serde_json::Value {
     json(&out.stdout)
 }
 
+/// bash, reading no start-up file, running `script` in `dir`: what a
+/// script is compared with.
+pub(crate) fn bash_in(dir: &Path, script: &str) -> std::process::Output {
+    std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", script])
+        .current_dir(dir)
+        .env_remove("IFS")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_script_runs_every_allowed_command_and_refuses_the_rest_by_line() {
     let p = policy(POLICY);
@@ -257,11 +268,7 @@ fn functions_run_as_in_bash() {
     ];
     for cmd in cases {
         let ws = workspace(&[("lib.sh", lib)]);
-        let bash = std::process::Command::new("bash")
-            .args(["--norc", "-c", cmd])
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
+        let bash = bash_in(ws.path(), cmd);
         let want = String::from_utf8_lossy(&bash.stdout).replace("bash", "agent-rsh");
         let ws = workspace(&[("lib.sh", lib)]);
         let r = run_json(&p.path, ws.path(), cmd);
@@ -661,11 +668,7 @@ fn shopt_globstar_matches_any_depth_as_bash_does() {
     std::os::unix::fs::symlink("src", ws.path().join("link")).unwrap();
     let script = "echo **/*.py; shopt -s globstar; echo **/*.py; echo src/**; echo **/; shopt globstar; shopt -q globstar && echo on; shopt -u globstar; echo **/*.py";
     let r = run_json(&p.path, ws.path(), script);
-    let bash = std::process::Command::new("bash")
-        .args(["-c", script])
-        .current_dir(ws.path())
-        .output()
-        .unwrap();
+    let bash = bash_in(ws.path(), script);
     assert_eq!(
         r["stdout"].as_str().unwrap(),
         String::from_utf8_lossy(&bash.stdout),
@@ -729,11 +732,7 @@ fn process_substitution_runs_as_in_bash() {
     ];
     for cmd in cases {
         let ws = workspace(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
-        let bash = std::process::Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", cmd])
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
+        let bash = bash_in(ws.path(), cmd);
         let ws = workspace(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
         let r = run_json(&p.path, ws.path(), cmd);
         assert_eq!(
@@ -921,12 +920,7 @@ fn script_files_sourced_files_and_builtins_match_bash() {
     ];
     for cmd in cases {
         let ws = workspace(files);
-        let bash = std::process::Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", cmd])
-            .current_dir(ws.path())
-            .env_remove("IFS")
-            .output()
-            .unwrap();
+        let bash = bash_in(ws.path(), cmd);
         let ws = workspace(files);
         let r = run_json(&p.path, ws.path(), cmd);
         let want = String::from_utf8_lossy(&bash.stdout);
@@ -949,11 +943,7 @@ fn alias_defines_and_prints_but_does_not_expand_as_in_bash() {
     let script = "alias ll='ls -la' q=\"it's\"; alias; alias ll; alias nope; echo \"st $?\"; \
                   unalias ll; alias -p; unalias ll; echo \"st $?\"; unalias -a; alias; echo end";
     let r = run_json(&p.path, ws.path(), script);
-    let bash = std::process::Command::new("bash")
-        .args(["-c", script])
-        .current_dir(ws.path())
-        .output()
-        .unwrap();
+    let bash = bash_in(ws.path(), script);
     assert_eq!(
         r["stdout"],
         String::from_utf8_lossy(&bash.stdout).as_ref(),
