@@ -12,7 +12,7 @@ use crate::check::Denial;
 pub trait Vars {
     fn get(&mut self, name: &str) -> Option<String>;
     /// A refusal when the name may not be assigned.
-    fn set(&mut self, name: &str, value: i64) -> Result<(), Denial>;
+    fn set(&mut self, name: &str, value: i64) -> Result<(), Error>;
     /// `set -u`: an unset variable is an error.
     fn nounset(&self) -> bool {
         false
@@ -274,7 +274,7 @@ impl P<'_> {
                         self.binary(bin, cur, rhs, op_at)?
                     }
                 };
-                self.vars.set(&name, v).map_err(Error::Denied)?;
+                self.vars.set(&name, v)?;
                 return Ok(v);
             }
             (self.tok, self.start, self.end, self.prev_start) = save;
@@ -486,7 +486,7 @@ impl P<'_> {
                         cur.wrapping_sub(1)
                     };
                     if self.noeval == 0 {
-                        self.vars.set(&name, v).map_err(Error::Denied)?;
+                        self.vars.set(&name, v)?;
                     }
                     return Ok(v);
                 }
@@ -516,7 +516,7 @@ impl P<'_> {
                     };
                     self.advance()?;
                     if self.noeval == 0 {
-                        self.vars.set(&name, v).map_err(Error::Denied)?;
+                        self.vars.set(&name, v)?;
                     }
                 }
                 Ok(cur)
@@ -609,7 +609,7 @@ mod tests {
         fn get(&mut self, name: &str) -> Option<String> {
             self.0.get(name).cloned()
         }
-        fn set(&mut self, name: &str, value: i64) -> Result<(), Denial> {
+        fn set(&mut self, name: &str, value: i64) -> Result<(), Error> {
             self.0.insert(name.into(), value.to_string());
             Ok(())
         }
@@ -724,7 +724,7 @@ mod self_reference {
             // Every name's value refers to itself, through parentheses.
             Some("(((((((((( -(x) ))))))))))".into())
         }
-        fn set(&mut self, _: &str, _: i64) -> Result<(), Denial> {
+        fn set(&mut self, _: &str, _: i64) -> Result<(), Error> {
             Ok(())
         }
     }

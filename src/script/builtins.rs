@@ -17,6 +17,17 @@ const KEYWORDS: &[&str] = &[
     "done", "in", "function", "time", "{", "}", "!", "[[", "]]", "coproc",
 ];
 
+/// An arithmetic error of `((` or `let` as bash prints it: after the
+/// builtin's name, except an assignment to a read-only name, which bash
+/// reports as any assignment.
+fn arith_message(builtin: &str, m: &str) -> String {
+    if m.ends_with(": readonly variable") {
+        m.to_string()
+    } else {
+        format!("{builtin}: {m}")
+    }
+}
+
 impl Interp<'_> {
     /// The builtins of this file; `argv[0]` names one of them.
     pub(super) fn more_builtin(
@@ -44,7 +55,7 @@ impl Interp<'_> {
                 match self.arith_eval(&expr)? {
                     Ok(v) => Ok(i32::from(v == 0)),
                     Err(m) => {
-                        say(&format!("((: {m}"));
+                        say(&arith_message("((", &m.0));
                         Ok(1)
                     }
                 }
@@ -59,7 +70,7 @@ impl Interp<'_> {
                     match self.arith_eval(a)? {
                         Ok(v) => last = v,
                         Err(m) => {
-                            say(&format!("let: {m}"));
+                            say(&arith_message("let", &m.0));
                             return Ok(1);
                         }
                     }
@@ -83,7 +94,7 @@ impl Interp<'_> {
                 }
             }),
             "local" => self.local(c, args, offsets),
-            "declare" | "typeset" => self.declare(c, argv, offsets),
+            "declare" | "typeset" | "readonly" => self.declare(c, argv, offsets),
             "mapfile" | "readarray" => self.mapfile(argv, offsets),
             "pushd" | "popd" | "dirs" => self.dirs_builtin(c, argv, offsets),
             "umask" => Ok(umask(args)),
@@ -229,6 +240,10 @@ impl Interp<'_> {
     fn assign_screened(&mut self, name: &str, value: String, offset: usize) -> R<()> {
         if let Err(d) = verify::screen_name(&self.policy, name, offset) {
             return Err(self.deny(d));
+        }
+        if let Some(m) = self.read_only(name) {
+            say(&m);
+            return Err(Unwind::Failed(1));
         }
         self.set_var(name, value);
         Ok(())
@@ -902,7 +917,9 @@ impl Interp<'_> {
         let mut export = false;
         let mut kind: Option<bool> = None;
         let mut print = false;
-        let mut global = false;
+        // `readonly` is `declare -r` at the shell's level.
+        let mut global = argv[0] == "readonly";
+        let mut readonly = global;
         let mut st = 0;
         let mut names = 0;
         for (i, a) in argv.iter().enumerate().skip(1) {
@@ -920,6 +937,7 @@ impl Interp<'_> {
                         'a' => kind = Some(false),
                         'A' => kind = Some(true),
                         'p' => print = true,
+                        'r' if a.starts_with('-') => readonly = true,
                         _ => {
                             let mut d = Denial::new(
                                 "syntax.unsupported",
@@ -947,7 +965,24 @@ impl Interp<'_> {
             if !global && !self.locals.is_empty() {
                 self.declare_local(a, off);
             }
-            st |= self.declare_one(&argv[0], i, a, off, kind, export)?;
+            let one = self.declare_one(&argv[0], i, a, off, kind, export)?;
+            if one == 0 && readonly {
+                let n = a.split(['=', '+']).next().unwrap_or(a);
+                self.readonly.insert(n.to_string());
+            }
+            st |= one;
+        }
+        if names == 0 && argv[0] == "readonly" {
+            // `readonly` / `readonly -p`: the shell's read-only names
+            // (bash's own, as BASHOPTS or UID, are not variables here).
+            let names: Vec<String> = self.readonly.iter().cloned().collect();
+            for n in names {
+                let line = self
+                    .declaration_of(&n)
+                    .unwrap_or_else(|| format!("declare -r {n}\n"));
+                self.out(&line);
+            }
+            return Ok(0);
         }
         if names == 0 {
             let mut d = Denial::new(
@@ -993,6 +1028,16 @@ impl Interp<'_> {
         }
         if let Err(d) = verify::screen_name(&self.policy, n, off) {
             return Err(self.deny(d));
+        }
+        // A read-only name takes no value, and no local of its name.
+        if self.readonly.contains(n) && (v.is_some() || literal.is_some() || builtin == "local") {
+            let who = if builtin == "readonly" {
+                String::new()
+            } else {
+                format!("{builtin}: ")
+            };
+            say(&format!("{who}{n}: readonly variable"));
+            return Ok(1);
         }
         let existing = self.vars.get(n).map(|v| match &v.array {
             Some(Array::Assoc(_)) => Some(true),
@@ -1048,7 +1093,12 @@ impl Interp<'_> {
             o.push('"');
             o
         };
-        let x = if v.exported { "x" } else { "" };
+        let x = match (self.readonly.contains(name), v.exported) {
+            (true, true) => "rx",
+            (true, false) => "r",
+            (false, true) => "x",
+            (false, false) => "",
+        };
         Some(match &v.array {
             Some(Array::Indexed(m)) => {
                 let body: Vec<String> = m.iter().map(|(k, e)| format!("[{k}]={}", q(e))).collect();
@@ -1062,7 +1112,11 @@ impl Interp<'_> {
                 format!("declare -A{x} {name}=({body})\n")
             }
             None => {
-                let flags = if v.exported { "-x" } else { "--" };
+                let flags = if x.is_empty() {
+                    "--".to_string()
+                } else {
+                    format!("-{x}")
+                };
                 match &v.value {
                     Some(val) => format!("declare {flags} {name}={}\n", q(val)),
                     None => format!("declare {flags} {name}\n"),
@@ -1244,6 +1298,17 @@ impl Interp<'_> {
                         }
                     },
                 };
+                // bash names pushd in the message of a directory it
+                // cannot enter (cd names itself).
+                let missing = match std::fs::metadata(self.cwd.join(&target)) {
+                    Ok(m) if m.is_dir() => None,
+                    Ok(_) => Some(errno_text(libc::ENOTDIR)),
+                    Err(e) => Some(errno_text(e.raw_os_error().unwrap_or(libc::ENOENT))),
+                };
+                if let Some(why) = missing {
+                    say(&format!("pushd: {target}: {why}"));
+                    return Ok(1);
+                }
                 let cd = vec!["cd".to_string(), target];
                 let cd_offsets = vec![c.offset, offsets.get(1).copied().unwrap_or(c.offset)];
                 let st = self.builtin(c, &cd, &cd_offsets)?;

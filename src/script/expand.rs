@@ -111,15 +111,25 @@ pub trait Shell {
     fn warn(&mut self, _msg: &str) {}
     /// Assigns an arithmetic result (`$(( x = 1 ))`): the name is screened
     /// as any assignment is.
-    fn set_number(&mut self, name: &str, value: i64) -> Result<(), crate::check::Denial> {
-        self.set_var(name, value.to_string()).map_err(|e| match e {
-            ExpandError::Denied(d) => d,
-            _ => crate::check::Denial::new(
-                "syntax.arithmetic",
-                format!("cannot assign {name}"),
-                "assign another name",
-            ),
-        })
+    fn set_number(&mut self, name: &str, value: i64) -> Result<(), super::arith::Error> {
+        self.set_var(name, value.to_string())
+            .map_err(|e| assign_error(name, e))
+    }
+}
+
+/// Why an arithmetic assignment failed: a refusal stays one; a shell's
+/// message (`x: readonly variable`, a bad subscript) is an error of the
+/// expression, as in bash.
+fn assign_error(name: &str, e: ExpandError) -> super::arith::Error {
+    use super::arith::Error;
+    match e {
+        ExpandError::Denied(d) => Error::Denied(d),
+        ExpandError::Arith(m) | ExpandError::Fatal(m) => Error::Eval(m),
+        ExpandError::Stopped => Error::Denied(crate::check::Denial::new(
+            "syntax.arithmetic",
+            format!("cannot assign {name}"),
+            "assign another name",
+        )),
     }
 }
 
@@ -154,23 +164,13 @@ pub fn arith(text: &str, sh: &mut dyn Shell) -> Result<i64, super::arith::Error>
                 None => self.0.var(name),
             }
         }
-        fn set(&mut self, name: &str, value: i64) -> Result<(), crate::check::Denial> {
+        fn set(&mut self, name: &str, value: i64) -> Result<(), super::arith::Error> {
             match element_name(self.0, name) {
-                Some((n, k)) => {
-                    // Screened as an assignment of the name.
-                    let denial = |e| match e {
-                        ExpandError::Denied(d) => d,
-                        ExpandError::Arith(m) | ExpandError::Fatal(m) => {
-                            crate::check::Denial::new("syntax.arithmetic", m, "assign another name")
-                        }
-                        ExpandError::Stopped => crate::check::Denial::new(
-                            "syntax.arithmetic",
-                            format!("cannot assign {name}"),
-                            "assign another name",
-                        ),
-                    };
-                    self.0.set_element(n, k, value.to_string()).map_err(denial)
-                }
+                // Screened as an assignment of the name.
+                Some((n, k)) => self
+                    .0
+                    .set_element(n, k, value.to_string())
+                    .map_err(|e| assign_error(name, e)),
                 None => self.0.set_number(name, value),
             }
         }
@@ -621,21 +621,8 @@ fn each_param(p: &Param, sh: &dyn Shell, segs: &mut Vec<Seg>) -> bool {
     if !all || p.op != ParamOp::Plain {
         return false;
     }
-    let params = sh.positional();
-    for (i, v) in params.iter().skip(1).enumerate() {
-        segs.push(Seg {
-            text: String::new(),
-            quoted: false,
-            split: false,
-            brk: i > 0,
-        });
-        segs.push(Seg {
-            text: v.clone(),
-            quoted: p.quoted,
-            split: !p.quoted,
-            brk: false,
-        });
-    }
+    let params = sh.positional().get(1..).unwrap_or_default().to_vec();
+    emit_list(params, false, p.quoted, sh, segs);
     true
 }
 
@@ -711,6 +698,19 @@ fn emit_list(values: Vec<String>, star: bool, quoted: bool, sh: &dyn Shell, segs
             text: values.join(&sep),
             quoted: true,
             split: false,
+            brk: false,
+        });
+        return;
+    }
+    // Unquoted, bash joins the elements with IFS's first character and
+    // splits the result: with `IFS=:` the elements `a`, ``, `b` are three
+    // fields, where with a blank IFS the empty one is gone.
+    let sep = ifs(sh).chars().next();
+    if let (false, Some(sep)) = (quoted, sep) {
+        segs.push(Seg {
+            text: values.join(sep.encode_utf8(&mut [0; 4])),
+            quoted: false,
+            split: true,
             brk: false,
         });
         return;
@@ -962,6 +962,11 @@ fn list_param(
         // bash 5.2: `${a[@]}` and `${a[*]}` of an unset array are empty
         // under `set -u` (their length is not).
         None if p.index.is_some() && !matches!(p.op, ParamOp::Length) => Vec::new(),
+        // bash abandons the line, as an arithmetic error does, for the
+        // length of an unset array (`${#a[@]}`); the rest is fatal.
+        None if sh.nounset() && !tests && p.index.is_some() => {
+            return Err(ExpandError::Arith(format!("{shown}: unbound variable")));
+        }
         None if sh.nounset() && !tests => {
             return Err(ExpandError::Fatal(format!("{shown}: unbound variable")));
         }
@@ -1013,6 +1018,7 @@ fn list_param(
                 _ => {
                     let msg = match &p.arg {
                         Some(a) if !a.parts.is_empty() => string(a, Tilde::Word, sh)?,
+                        _ if !colon => "parameter not set".into(),
                         _ => "parameter null or not set".into(),
                     };
                     return Err(ExpandError::Fatal(format!("{shown}: {msg}")));
@@ -1103,6 +1109,9 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
             shown = format!("{}[{k}]", p.name);
             let v = match sh.element(&p.name, &k) {
                 Ok(v) => v,
+                // bash counts the length of a bad subscript's element
+                // (0) without a word.
+                Err(BadSubscript) if matches!(p.op, ParamOp::Length) => None,
                 Err(BadSubscript) => {
                     sh.warn(&format!("{}: bad array subscript", p.name));
                     None
@@ -1123,6 +1132,10 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
         },
         ParamOp::Length => match value {
             Some(v) => plain(v.chars().count().to_string(), segs),
+            // `${#a[1]}`: as `${#a[@]}` above.
+            None if sh.nounset() && key.is_some() => {
+                return Err(ExpandError::Arith(format!("{}: unbound variable", p.name)));
+            }
             None if sh.nounset() => return Err(unbound()),
             None => plain("0".into(), segs),
         },
@@ -1150,6 +1163,7 @@ fn param(p: &Param, sh: &mut dyn Shell, segs: &mut Vec<Seg>) -> Result<(), Expan
                     _ => {
                         let msg = match &p.arg {
                             Some(a) if !a.parts.is_empty() => string(a, Tilde::Word, sh)?,
+                            _ if !colon => "parameter not set".into(),
                             _ => "parameter null or not set".into(),
                         };
                         return Err(ExpandError::Fatal(format!("{shown}: {msg}")));

@@ -90,14 +90,51 @@ enum Unwind {
     Refused,
     /// `return` from a sourced file.
     Return(i32),
+    /// A builtin failed deep inside (an assignment to a read-only name):
+    /// the message is printed; the builtin's status.
+    Failed(i32),
 }
 
 /// A script file (or `sh -c` string) the interpreter is running: its
 /// name and text for `file:line` in refusals, and its own here-documents.
 struct Frame {
     name: String,
-    text: String,
+    text: Rc<str>,
     script: Script,
+    /// How the shell's messages name where they come from (bash's
+    /// `NAME: line N: `): the file, `$0` of `-c`, or for `eval` and a
+    /// trap the place they run from, whose line `base` adds to theirs.
+    said_as: Rc<str>,
+    base: usize,
+}
+
+/// Where the command running now was read: a shell that is not
+/// interactive starts its messages with `NAME: line N: `, as bash does.
+/// A free function prints the messages (`say`), so the place is the
+/// process's, set as the interpreter enters and leaves a text.
+#[derive(Clone)]
+struct Place {
+    name: Rc<str>,
+    text: Rc<str>,
+    base: usize,
+}
+
+thread_local! {
+    static PLACE: std::cell::RefCell<Option<Place>> = const { std::cell::RefCell::new(None) };
+    /// The byte offset, in the place's text, of the command running now.
+    static AT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The current place's name and line.
+fn here() -> Option<(Rc<str>, usize)> {
+    PLACE.with(|p| {
+        let p = p.borrow();
+        let p = p.as_ref()?;
+        Some((
+            p.name.clone(),
+            p.base + scripts::line_of(&p.text, Some(AT.with(|a| a.get()))),
+        ))
+    })
 }
 
 /// What a command that runs a script asks for.
@@ -250,6 +287,11 @@ struct Interp<'s> {
     /// The shell's ends of the process substitutions of the commands
     /// running (`/dev/fd/N`), innermost last (procsub.rs).
     procsub_fds: Vec<RawFd>,
+    /// A bad array subscript was expanded under `set -e` (`warn`).
+    bad_subscript: bool,
+    /// `readonly NAME`: no assignment, `unset`, `local` or `declare`
+    /// changes NAME again in this shell.
+    readonly: std::collections::BTreeSet<String>,
 }
 
 /// A defined function: its body and where it was read.
@@ -319,7 +361,17 @@ fn write_fd(fd: RawFd, data: &[u8]) {
     let _ = crate::sys::write_all(fd, data);
 }
 
+/// A shell message, after bash's `NAME: line N: ` (`agent-rsh: ` outside
+/// a text).
 fn say(msg: &str) {
+    match here() {
+        Some((name, line)) => write_fd(2, format!("{name}: line {line}: {msg}\n").as_bytes()),
+        None => say_plain(msg),
+    }
+}
+
+/// agent-rsh's own message, not a shell's: `agent-rsh: ` and no line.
+fn say_plain(msg: &str) {
     write_fd(2, format!("agent-rsh: {msg}\n").as_bytes());
 }
 
@@ -427,6 +479,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         return 125;
     };
     it.source = Rc::from(job.script.as_str());
+    it.enter(None);
     let r = it.exec_lines(&script.body, &job.script);
     let code = it.finish(r);
     it.wait_writers();
@@ -599,6 +652,8 @@ impl<'s> Interp<'s> {
             subst_depth: 0,
             dir_stack: Vec::new(),
             procsub_fds: Vec::new(),
+            bad_subscript: false,
+            readonly: std::collections::BTreeSet::new(),
         })
     }
 }
@@ -690,7 +745,7 @@ impl Interp<'_> {
             msg.push_str("; ");
             msg.push_str(h);
         }
-        say(&msg);
+        say_plain(&msg);
         self.report(serde_json::json!({ "r": d, "f": name, "l": line }));
     }
 
@@ -721,7 +776,7 @@ impl Interp<'_> {
             Err(Unwind::Break(_) | Unwind::Continue(_)) => self.status,
             Err(Unwind::Denied | Unwind::Refused) => 126,
             Err(Unwind::Abort) => 1,
-            Err(Unwind::Return(c)) => c,
+            Err(Unwind::Return(c) | Unwind::Failed(c)) => c,
             Err(Unwind::Fatal) => {
                 if self.subshell || self.script_file {
                     1
@@ -959,6 +1014,7 @@ impl Interp<'_> {
     }
 
     fn exec_command_now(&mut self, c: &Command, tail: bool) -> R<i32> {
+        AT.with(|a| a.set(c.offset()));
         match c {
             Command::Simple(s) => self.exec_simple(s, tail),
             Command::Function { name, body, .. } => {
@@ -1067,6 +1123,10 @@ impl Interp<'_> {
                 let r = (|| {
                     for item in items {
                         me.screen(name, *offset)?;
+                        if let Some(m) = me.read_only(name) {
+                            say(&m);
+                            return Ok(1);
+                        }
                         me.set_var(name, item);
                         match me.loop_pass(body)? {
                             Pass::Next(s) => last = s,
@@ -1439,6 +1499,7 @@ impl Interp<'_> {
         f: impl FnOnce(&mut dyn Shell) -> Result<T, ExpandError>,
     ) -> R<T> {
         match f(self) {
+            Ok(_) if std::mem::take(&mut self.bad_subscript) => Err(Unwind::Exit(1)),
             Ok(v) => Ok(v),
             Err(ExpandError::Fatal(msg)) => {
                 say(&msg);
@@ -1507,6 +1568,10 @@ impl Interp<'_> {
         append: bool,
         assoc: Option<bool>,
     ) -> R<()> {
+        if let Some(m) = self.read_only(name) {
+            say(&m);
+            return Err(Unwind::Failed(1));
+        }
         let assoc = assoc.unwrap_or_else(|| self.is_assoc(name));
         let old = self.vars.get(name).cloned().unwrap_or_default();
         let exported = old.exported;
@@ -1582,6 +1647,16 @@ impl Interp<'_> {
     /// An assignment of the shell's (no command): `NAME=value`,
     /// `NAME[SUBSCRIPT]=value`, `NAME=(...)`, and their `+=` forms.
     fn assign_now(&mut self, a: &Assignment) -> R<()> {
+        // bash abandons the line at an assignment to a read-only name;
+        // under `set -e` it ends the shell, whatever the context.
+        if let Some(m) = self.read_only(&a.name) {
+            say(&m);
+            return Err(if self.opts.errexit {
+                Unwind::Exit(1)
+            } else {
+                Unwind::Abort
+            });
+        }
         if let [Part::Array(lit)] = a.value.parts.as_slice() {
             let items = self.array_items(lit)?;
             if self.opts.xtrace {
@@ -1630,7 +1705,7 @@ impl Interp<'_> {
         // Words: `export NAME=$x` takes its assignments whole, as bash
         // does for declaration builtins.
         let declaration = c.words.first().is_some_and(|w| {
-            ["export", "declare", "typeset", "local"]
+            ["export", "declare", "typeset", "local", "readonly"]
                 .iter()
                 .any(|d| w.is_bare(d))
         });
@@ -1713,6 +1788,11 @@ impl Interp<'_> {
             let mut v = self.string(&a.value, Tilde::Assignment)?;
             if a.append {
                 v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
+            }
+            // A read-only name keeps its value; the command still runs.
+            if let Some(m) = self.read_only(&a.name) {
+                say(&m);
+                continue;
             }
             assigns.push((a.name.clone(), v));
         }
@@ -1797,6 +1877,10 @@ impl Interp<'_> {
             // Prefix assignments hold for the builtin only.
             let mut saved = self.set_for_call(assigns);
             let r = self.with_redirects(&c.redirects, |me| me.builtin(c, &argv, &offsets));
+            let r = match r {
+                Err(Unwind::Failed(st)) => Ok(st),
+                r => r,
+            };
             // `NAME=v export NAME` keeps (and exports) the value.
             if name == "export" {
                 saved.retain(|(k, _)| {
@@ -2448,11 +2532,48 @@ impl Interp<'_> {
                 return Ok(126);
             }
         };
-        let frame = Rc::new(Frame { name, text, script });
-        let outer = self.frame.replace(frame.clone());
+        // `eval` and a trap are read where they run: bash counts their
+        // lines from there.
+        let (said_as, base) = match (name.as_str(), here()) {
+            ("eval" | "trap", Some((at, line))) => (at, line - 1),
+            _ => (Rc::from(name.as_str()), 0),
+        };
+        let frame = Rc::new(Frame {
+            name,
+            text: Rc::from(text),
+            script,
+            said_as,
+            base,
+        });
+        let outer = self.enter(Some(frame.clone()));
         let r = self.exec_lines(&frame.script.body, &frame.text);
-        self.frame = outer;
+        self.leave(outer);
         r
+    }
+
+    /// Makes `frame` (None: the command string) the text that commands
+    /// run from, for messages and refusals; what it replaced, for `leave`.
+    fn enter(&mut self, frame: Option<Rc<Frame>>) -> (Option<Rc<Frame>>, usize) {
+        let place = match &frame {
+            Some(f) => Place {
+                name: f.said_as.clone(),
+                text: f.text.clone(),
+                base: f.base,
+            },
+            None => Place {
+                name: Rc::from("agent-rsh"),
+                text: self.source.clone(),
+                base: 0,
+            },
+        };
+        PLACE.with(|p| *p.borrow_mut() = Some(place));
+        let at = AT.with(|a| a.replace(0));
+        (std::mem::replace(&mut self.frame, frame), at)
+    }
+
+    fn leave(&mut self, (frame, at): (Option<Rc<Frame>>, usize)) {
+        self.enter(frame);
+        AT.with(|a| a.set(at));
     }
 
     /// A call of a function: its body in this shell, with the call's
@@ -2478,12 +2599,12 @@ impl Interp<'_> {
         let mut p = vec![self.positional[0].clone()];
         p.extend(argv[1..].iter().cloned());
         let positional = std::mem::replace(&mut self.positional, p);
-        let frame = std::mem::replace(&mut self.frame, f.frame.clone());
+        let outer = self.enter(f.frame.clone());
         self.locals.push(Vec::new());
         let r = self.with_redirects(&c.redirects, |me| me.exec_command(&f.body, false));
         let locals = self.locals.pop().unwrap_or_default();
         self.restore(locals.into_iter().rev().chain(saved));
-        self.frame = frame;
+        self.leave(outer);
         self.positional = positional;
         let st = match r {
             Err(Unwind::Return(st)) => st,
@@ -2565,6 +2686,11 @@ impl Interp<'_> {
             }
             if let Err(d) = verify::screen_name(&self.policy, n, off) {
                 return Err(self.deny(d));
+            }
+            if self.readonly.contains(n) {
+                say(&format!("local: {n}: readonly variable"));
+                st = 1;
+                continue;
             }
             let old = self.vars.get(n).cloned();
             // Already local in this call: `local NAME` keeps its value.
@@ -2931,6 +3057,11 @@ impl Interp<'_> {
                         if let Err(d) = verify::screen_shell_name(&self.policy, name, off) {
                             return Err(self.deny(d));
                         }
+                        if self.readonly.contains(name) {
+                            say(&format!("unset: {name}: cannot unset: readonly variable"));
+                            st = 1;
+                            continue;
+                        }
                         if sub == "@" || sub == "*" {
                             self.vars.remove(name);
                             continue;
@@ -2983,9 +3114,24 @@ impl Interp<'_> {
                         return Err(self.deny(d));
                     }
                     if argv[0] == "unset" {
-                        self.vars.remove(n);
+                        if self.readonly.contains(n) {
+                            say(&format!("unset: {n}: cannot unset: readonly variable"));
+                            st = 1;
+                        } else {
+                            self.vars.remove(n);
+                        }
                         continue;
                     }
+                    // A read-only name is exported all the same, without
+                    // the value (as bash does).
+                    let v = match (v, self.read_only(n)) {
+                        (Some(_), Some(m)) => {
+                            say(&m);
+                            st = 1;
+                            None
+                        }
+                        (v, _) => v,
+                    };
                     let var = self.vars.entry(n.to_string()).or_insert(Var {
                         value: None,
                         exported: true,
@@ -3105,8 +3251,15 @@ impl Shell for Interp<'_> {
         name: &str,
         key: &expand::Key,
     ) -> Result<Option<String>, expand::BadSubscript> {
+        // A negative index counts back from the end of an array; bash
+        // has none to count from in a scalar or an unset name.
+        let negative = matches!(key, expand::Key::Index(i) if *i < 0);
         let Some(v) = self.vars.get(name) else {
-            return Ok(None);
+            return if negative {
+                Err(expand::BadSubscript)
+            } else {
+                Ok(None)
+            };
         };
         match (&v.array, key) {
             (Some(Array::Assoc(m)), k) => Ok(m.get(&k.to_string()).cloned()),
@@ -3115,13 +3268,8 @@ impl Shell for Interp<'_> {
                     let last = m.keys().next_back().copied();
                     Ok(m.get(&absolute_index(i, last)?).cloned())
                 }
-                _ => {
-                    let last = v.value.is_some().then_some(0);
-                    Ok(match absolute_index(i, last)? {
-                        0 => v.value.clone(),
-                        _ => None,
-                    })
-                }
+                _ if negative => Err(expand::BadSubscript),
+                _ => Ok(if i == 0 { v.value.clone() } else { None }),
             },
             (_, expand::Key::Name(_)) => Ok(None),
         }
@@ -3158,9 +3306,17 @@ impl Shell for Interp<'_> {
 
     fn warn(&mut self, msg: &str) {
         say(msg);
+        // bash ends a shell under `set -e` at a bad subscript, before the
+        // command runs and whatever the context (`||`, `if`).
+        if self.opts.errexit && msg.ends_with(": bad array subscript") {
+            self.bad_subscript = true;
+        }
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
+        if let Some(m) = self.read_only(name) {
+            return Err(ExpandError::Arith(m));
+        }
         // `${NAME:=value}` assigns as a bare assignment does.
         let exported = self.opts.allexport || self.vars.get(name).is_some_and(|v| v.exported);
         verify::screen_bare_name(&self.policy, name, 0, exported).map_err(ExpandError::Denied)?;
@@ -3275,6 +3431,9 @@ impl Interp<'_> {
         key: expand::Key,
         value: String,
     ) -> Result<(), ShellError> {
+        if let Some(m) = self.read_only(name) {
+            return Err(m.into());
+        }
         let var = self.vars.entry(name.to_string()).or_default();
         if var.array.is_none() {
             let mut m = std::collections::BTreeMap::new();
@@ -3310,6 +3469,13 @@ impl Interp<'_> {
             (_, k) => return Err(format!("{name}[{k}]: bad array subscript").into()),
         }
         Ok(())
+    }
+
+    /// bash's message when NAME is read-only (`readonly`).
+    fn read_only(&self, name: &str) -> Option<String> {
+        self.readonly
+            .contains(name)
+            .then(|| format!("{name}: readonly variable"))
     }
 
     fn set_var(&mut self, name: &str, value: String) {

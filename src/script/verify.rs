@@ -101,6 +101,7 @@ pub const BUILTINS: &[&str] = &[
     "local",
     "declare",
     "typeset",
+    "readonly",
     "return",
     "getopts",
     "trap",
@@ -152,10 +153,6 @@ pub fn runs_script(policy: &Policy, name: &str) -> bool {
 /// Builtins bash has and agent-rsh refuses: rule and hint.
 pub fn refused_builtin(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
-        "readonly" => (
-            "syntax.unsupported",
-            "`readonly` is not supported: assign the variable (`NAME=value`) and leave it unchanged",
-        ),
         "fg" | "bg" | "disown" | "suspend" | "coproc" => (
             "syntax.background",
             "there is no job control in a run: start the command with `&` and `wait` for it, or start a job that must outlive the run with `agent-rsh spawn` (or the MCP `spawn` tool)",

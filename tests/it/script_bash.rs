@@ -631,10 +631,11 @@ impl Gen {
             17 => self.param_ops(),
             18 if self.loops < 2 => {
                 self.loops += 1;
-                // `k` is no other loop's variable; the loop ends by
-                // its condition or the break.
+                // `k` (`j` in a second loop) is no other loop's
+                // variable; the loop ends by its condition or the break.
+                let k = ["k", "j"][self.loops - 1];
                 format!(
-                    "for (( k = {}; k {} {}; k{} )); do {}; (( k >= 4 )) && break; done",
+                    "for (( {k} = {}; {k} {} {}; {k}{} )); do {}; (( {k} >= 4 )) && break; done",
                     self.r.below(3),
                     self.r.pick(&["<", "<=", "!="]),
                     self.r.below(5),
@@ -675,6 +676,12 @@ impl Gen {
                     "printf 'p\\0q r\\0' | while read -r -d '' L; do echo \"<$L>\"; done",
                     "read -r -a arr -d , <<< 'p q,r'; echo ${#arr[@]} \"${arr[1]}\"",
                     "read -r X Y <<< ' lead  trail '; echo \"[$X][$Y]\"",
+                    // `readonly`: RO and RA are no other snippet's.
+                    "readonly RO=1; RO=2; echo never",
+                    "readonly RO=k; echo $RO; RO=v true; echo $? $RO",
+                    "readonly -a RA=(1 2); RA[0]=3; echo never",
+                    "readonly RO=1; (( RO++ )); echo $?; unset RO; echo $? $RO",
+                    "readonly RO=1; export RO=2; echo $? $RO; read RO <<< x; echo $?",
                 ])
                 .to_string(),
             25 => self.positional(),

@@ -917,6 +917,26 @@ fn script_files_sourced_files_and_builtins_match_bash() {
         "set -- -a; getopts a o; getopts a o; echo $OPTIND; set --; OPTIND=5; getopts a o; echo $OPTIND",
         // A fatal error ends a script file with 1, a `-c` string with 127.
         "bash u.sh; echo st=$?; bash -c 'set -u; echo $nope'; echo st=$?",
+        // `set -u`: the length of an unset array abandons the line, as an
+        // arithmetic error does (bash ends `${#a}`'s script).
+        "set -u; echo \"${#arr[@]}\" x; echo same\necho next $?; echo ${#arr[1]}; echo same\necho end",
+        // A negative index of an unset name or a scalar is a bad
+        // subscript: a warning, and under `set -e` the end (with 1),
+        // even on the left of `||`. Its length is 0, without a word.
+        "echo ${u[-1]} ${#u[-1]}; echo st=$?; u=x; echo ${u[0]} ${u[1]}. ${u[-1]}",
+        "set -e; echo \"${a[-1]}\" || echo or; echo unreachable",
+        // Unquoted, `$*`, `$@` and `${a[*]}` join with IFS's first
+        // character and split: `IFS=:` keeps an empty element.
+        "set -- a '' b ''; IFS=:; printf '<%s>' $* $@ x$*y; a=(x:y '' z); printf '<%s>' ${a[*]}; echo",
+        // `readonly`: an assignment abandons its line; a prefix
+        // assignment is ignored and the command runs; a builtin that
+        // would assign fails with 1; `unset`, `local`, `declare` fail.
+        "readonly a=1\na=2; echo same\necho st=$?\na=2 true; echo st=$? $a\n(( a=3 )); echo st=$?\nfor a in x; do echo in; done; echo st=$?\nread a <<< x; echo st=$?\nunset a; echo st=$? $a\nexport a=5; echo st=$? $a\ndeclare a=6; echo st=$?\ndeclare -p a",
+        "readonly -a r=(1 2); r[0]=5\necho st=$?; declare -p r; readonly u; echo ${u-unset}; echo ${u:=x}\nf() { local r=1; echo in $r; readonly L=2; }; f; echo st=$? $L; L=3; echo no\necho $L",
+        "set -e; readonly X=1 Y; X=1 || echo or; echo after",
+        // Under `set -e` such an assignment ends the shell, wherever it is.
+        "set -e; readonly R=1\nf() { R=3; echo in; }\nf && echo and; echo same\necho next",
+        "set -e; readonly R=1\n(R=3; echo in) || echo or\nif R=2; then echo t; fi\necho next",
     ];
     for cmd in cases {
         let ws = workspace(files);
@@ -927,11 +947,49 @@ fn script_files_sourced_files_and_builtins_match_bash() {
         assert_eq!(r["stdout"].as_str().unwrap(), want, "{cmd}: {r}");
         assert_eq!(r["exitCode"], bash.status.code().unwrap(), "{cmd}: {r}");
     }
-    // bash names the array alone when its length is unbound (and ends
-    // with 1 there, where agent-rsh ends as for other unbound names).
-    let ws = workspace(files);
-    let r = run_json(&p.path, ws.path(), "set -u; echo ${#arr[@]}");
-    assert_eq!(r["stderr"], "agent-rsh: arr: unbound variable\n", "{r}");
+}
+
+/// A shell's messages start as bash's do outside an interactive shell:
+/// `NAME: line N: `, the command string's `$0` (agent-rsh), a script
+/// file's name as given, a sourced file's, `-c`'s `$0`.
+#[test]
+fn messages_name_the_file_and_line_as_bash_does() {
+    if !common::ready(
+        "messages_name_the_file_and_line_as_bash_does",
+        false,
+        &["bash"],
+    ) {
+        return;
+    }
+    let p = policy(POLICY);
+    let files = &[
+        ("s.sh", "true\necho ${x?nox}\n"),
+        ("t.sh", "f() {\n  echo ${y?}\n}\n"),
+    ];
+    for cmd in [
+        "true\necho ${u:?}",
+        "bash s.sh; echo st=$?",
+        "bash ./s.sh; echo st=$?",
+        ". ./t.sh; f; echo unreachable",
+        "bash -c 'true\npushd nowhere\necho ${n?}' nm; echo st=$?",
+        "set -u\nf() {\n  echo $((1/0))\n}\nf; a=(1); echo ${a[-3]} $zz",
+        "readonly a=1\n(( a=3 ))\nlet a=4\nf() { local a; }; f\nunset a; a=5",
+    ] {
+        let ws = workspace(files);
+        // Named agent-rsh: bash's `$0`, as agent-rsh's command string's.
+        let bash = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", cmd, "agent-rsh"])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let ws = workspace(files);
+        let r = run_json(&p.path, ws.path(), cmd);
+        let want = String::from_utf8_lossy(&bash.stderr)
+            // bash calls a function's place `environment` in a `-c` string.
+            .replace("environment: ", "agent-rsh: ");
+        assert_eq!(r["stderr"].as_str().unwrap(), want, "{cmd}: {r}");
+        assert_eq!(r["exitCode"], bash.status.code().unwrap(), "{cmd}: {r}");
+    }
 }
 
 /// `alias` and `unalias` as in a bash that is not interactive: aliases are
