@@ -123,7 +123,7 @@ impl script::arith::Vars for Vars {
     fn get(&mut self, name: &str) -> Option<String> {
         self.0.get(name).cloned()
     }
-    fn set(&mut self, name: &str, value: i64) -> Result<(), agent_rsh::check::Denial> {
+    fn set(&mut self, name: &str, value: i64) -> Result<(), script::arith::Error> {
         self.0.insert(name.to_string(), value.to_string());
         Ok(())
     }
