@@ -241,9 +241,8 @@ impl Interp<'_> {
         if let Err(d) = verify::screen_name(&self.policy, name, offset) {
             return Err(self.deny(d));
         }
-        if let Some(m) = self.read_only(name) {
-            say(&m);
-            return Err(Unwind::Failed(1));
+        if self.readonly.contains(name) {
+            return Err(self.readonly_failed(name, Unwind::Failed(1)));
         }
         self.set_var(name, value);
         Ok(())
@@ -253,6 +252,11 @@ impl Interp<'_> {
     fn arith_eval(&mut self, expr: &str) -> R<Result<i64, ShellError>> {
         match expand::arith(expr, self) {
             Ok(v) => Ok(Ok(v)),
+            // An assignment to a read-only name under `set -e`.
+            Err(arith::Error::Eval(m)) if std::mem::take(&mut self.exit_now) => {
+                say(&m);
+                Err(Unwind::Exit(1))
+            }
             Err(arith::Error::Eval(m)) => Ok(Err(m.into())),
             Err(arith::Error::Denied(d)) => Err(self.deny(d)),
             Err(arith::Error::Unbound(n)) => {
@@ -1031,12 +1035,12 @@ impl Interp<'_> {
         }
         // A read-only name takes no value, and no local of its name.
         if self.readonly.contains(n) && (v.is_some() || literal.is_some() || builtin == "local") {
-            let who = if builtin == "readonly" {
-                String::new()
-            } else {
-                format!("{builtin}: ")
-            };
-            say(&format!("{who}{n}: readonly variable"));
+            // `readonly NAME=v` fails as an assignment does (`set -e` ends
+            // the shell); `declare` and `local` fail with 1.
+            if builtin == "readonly" {
+                return Err(self.readonly_failed(n, Unwind::Failed(1)));
+            }
+            say(&format!("{builtin}: {n}: readonly variable"));
             return Ok(1);
         }
         let existing = self.vars.get(n).map(|v| match &v.array {

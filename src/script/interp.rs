@@ -287,8 +287,10 @@ struct Interp<'s> {
     /// The shell's ends of the process substitutions of the commands
     /// running (`/dev/fd/N`), innermost last (procsub.rs).
     procsub_fds: Vec<RawFd>,
-    /// A bad array subscript was expanded under `set -e` (`warn`).
-    bad_subscript: bool,
+    /// Under `set -e`, an expansion met what ends a shell whatever the
+    /// context: a bad array subscript (`warn`), an assignment to a
+    /// read-only name.
+    exit_now: bool,
     /// `readonly NAME`: no assignment, `unset`, `local` or `declare`
     /// changes NAME again in this shell.
     readonly: std::collections::BTreeSet<String>,
@@ -652,7 +654,7 @@ impl<'s> Interp<'s> {
             subst_depth: 0,
             dir_stack: Vec::new(),
             procsub_fds: Vec::new(),
-            bad_subscript: false,
+            exit_now: false,
             readonly: std::collections::BTreeSet::new(),
         })
     }
@@ -1123,9 +1125,11 @@ impl Interp<'_> {
                 let r = (|| {
                     for item in items {
                         me.screen(name, *offset)?;
-                        if let Some(m) = me.read_only(name) {
-                            say(&m);
-                            return Ok(1);
+                        if me.readonly.contains(name) {
+                            return match me.readonly_failed(name, Unwind::Failed(1)) {
+                                Unwind::Failed(st) => Ok(st),
+                                r => Err(r),
+                            };
                         }
                         me.set_var(name, item);
                         match me.loop_pass(body)? {
@@ -1499,7 +1503,7 @@ impl Interp<'_> {
         f: impl FnOnce(&mut dyn Shell) -> Result<T, ExpandError>,
     ) -> R<T> {
         match f(self) {
-            Ok(_) if std::mem::take(&mut self.bad_subscript) => Err(Unwind::Exit(1)),
+            Ok(_) if std::mem::take(&mut self.exit_now) => Err(Unwind::Exit(1)),
             Ok(v) => Ok(v),
             Err(ExpandError::Fatal(msg)) => {
                 say(&msg);
@@ -1509,6 +1513,9 @@ impl Interp<'_> {
             Err(ExpandError::Stopped) => Err(Unwind::Denied),
             Err(ExpandError::Arith(msg)) => {
                 say(&msg);
+                if std::mem::take(&mut self.exit_now) {
+                    return Err(Unwind::Exit(1));
+                }
                 Err(Unwind::Abort)
             }
         }
@@ -1568,9 +1575,8 @@ impl Interp<'_> {
         append: bool,
         assoc: Option<bool>,
     ) -> R<()> {
-        if let Some(m) = self.read_only(name) {
-            say(&m);
-            return Err(Unwind::Failed(1));
+        if self.readonly.contains(name) {
+            return Err(self.readonly_failed(name, Unwind::Failed(1)));
         }
         let assoc = assoc.unwrap_or_else(|| self.is_assoc(name));
         let old = self.vars.get(name).cloned().unwrap_or_default();
@@ -1649,13 +1655,8 @@ impl Interp<'_> {
     fn assign_now(&mut self, a: &Assignment) -> R<()> {
         // bash abandons the line at an assignment to a read-only name;
         // under `set -e` it ends the shell, whatever the context.
-        if let Some(m) = self.read_only(&a.name) {
-            say(&m);
-            return Err(if self.opts.errexit {
-                Unwind::Exit(1)
-            } else {
-                Unwind::Abort
-            });
+        if self.readonly.contains(&a.name) {
+            return Err(self.readonly_failed(&a.name, Unwind::Abort));
         }
         if let [Part::Array(lit)] = a.value.parts.as_slice() {
             let items = self.array_items(lit)?;
@@ -1701,6 +1702,7 @@ impl Interp<'_> {
 
     fn exec_simple(&mut self, c: &SimpleCommand, tail: bool) -> R<i32> {
         self.subst_status = None;
+        self.exit_now = false;
         self.decl_arrays.clear();
         // Words: `export NAME=$x` takes its assignments whole, as bash
         // does for declaration builtins.
@@ -1789,9 +1791,13 @@ impl Interp<'_> {
             if a.append {
                 v = format!("{}{v}", self.var(&a.name).unwrap_or_default());
             }
-            // A read-only name keeps its value; the command still runs.
-            if let Some(m) = self.read_only(&a.name) {
-                say(&m);
+            // A read-only name keeps its value; the command still runs
+            // (not under `set -e`).
+            if self.readonly.contains(&a.name) {
+                let r = self.readonly_failed(&a.name, Unwind::Failed(1));
+                if matches!(r, Unwind::Exit(_)) {
+                    return Err(r);
+                }
                 continue;
             }
             assigns.push((a.name.clone(), v));
@@ -3124,13 +3130,16 @@ impl Interp<'_> {
                     }
                     // A read-only name is exported all the same, without
                     // the value (as bash does).
-                    let v = match (v, self.read_only(n)) {
-                        (Some(_), Some(m)) => {
-                            say(&m);
+                    let v = match v {
+                        Some(_) if self.readonly.contains(n) => {
+                            if let r @ Unwind::Exit(_) = self.readonly_failed(n, Unwind::Failed(1))
+                            {
+                                return Err(r);
+                            }
                             st = 1;
                             None
                         }
-                        (v, _) => v,
+                        v => v,
                     };
                     let var = self.vars.entry(n.to_string()).or_insert(Var {
                         value: None,
@@ -3309,12 +3318,13 @@ impl Shell for Interp<'_> {
         // bash ends a shell under `set -e` at a bad subscript, before the
         // command runs and whatever the context (`||`, `if`).
         if self.opts.errexit && msg.ends_with(": bad array subscript") {
-            self.bad_subscript = true;
+            self.exit_now = true;
         }
     }
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
         if let Some(m) = self.read_only(name) {
+            self.exit_now = self.opts.errexit;
             return Err(ExpandError::Arith(m));
         }
         // `${NAME:=value}` assigns as a bare assignment does.
@@ -3476,6 +3486,18 @@ impl Interp<'_> {
         self.readonly
             .contains(name)
             .then(|| format!("{name}: readonly variable"))
+    }
+
+    /// An assignment to a read-only name: bash's message, then under
+    /// `set -e` the end of the shell with 1 whatever the context (`||`,
+    /// `if`), else `otherwise`.
+    fn readonly_failed(&mut self, name: &str, otherwise: Unwind) -> Unwind {
+        say(&format!("{name}: readonly variable"));
+        if self.opts.errexit {
+            Unwind::Exit(1)
+        } else {
+            otherwise
+        }
     }
 
     fn set_var(&mut self, name: &str, value: String) {

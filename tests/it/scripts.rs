@@ -937,6 +937,9 @@ fn script_files_sourced_files_and_builtins_match_bash() {
         // Under `set -e` such an assignment ends the shell, wherever it is.
         "set -e; readonly R=1\nf() { R=3; echo in; }\nf && echo and; echo same\necho next",
         "set -e; readonly R=1\n(R=3; echo in) || echo or\nif R=2; then echo t; fi\necho next",
+        "set -e; readonly R=1\nunset R || echo or\ndeclare R=2 || echo or2\nexport R=3 || echo no\necho never",
+        "set -e; readonly R=1\nif true; then read R <<< x || echo no; fi\necho never",
+        "set -e; readonly R=1\n(( R++ )) || echo no\necho never",
     ];
     for cmd in cases {
         let ws = workspace(files);
