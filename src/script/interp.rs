@@ -294,6 +294,11 @@ struct Interp<'s> {
     /// `readonly NAME`: no assignment, `unset`, `local` or `declare`
     /// changes NAME again in this shell.
     readonly: std::collections::BTreeSet<String>,
+    /// The sourced file running was sourced where `set -e` is ignored
+    /// (`. f || ...`, `if . f`): an assignment to a read-only name inside
+    /// it abandons its line and does not end the shell (bash's rule; a
+    /// function called so still ends it).
+    ignored_by_caller: bool,
 }
 
 /// A defined function: its body and where it was read.
@@ -656,6 +661,7 @@ impl<'s> Interp<'s> {
             procsub_fds: Vec::new(),
             exit_now: false,
             readonly: std::collections::BTreeSet::new(),
+            ignored_by_caller: false,
         })
     }
 }
@@ -2784,7 +2790,10 @@ impl Interp<'_> {
         });
         let outer_set = std::mem::take(&mut self.args_set);
         self.sourcing += 1;
+        let by_caller = self.ignored_by_caller;
+        self.ignored_by_caller |= self.errexit_ignored > 0;
         let r = self.with_redirects(&c.redirects, |me| me.run_text(name, text));
+        self.ignored_by_caller = by_caller;
         self.sourcing -= 1;
         // Outside a function, parameters the file set with `set --` stay.
         let keep = self.args_set && self.locals.is_empty();
@@ -2887,6 +2896,7 @@ impl Interp<'_> {
         }
         self.loop_depth = 0;
         self.errexit_ignored = 0;
+        self.ignored_by_caller = false;
         self.sourcing = 0;
         self.args_set = false;
         // The top level of a shell of its own.
@@ -3324,7 +3334,7 @@ impl Shell for Interp<'_> {
 
     fn set_var(&mut self, name: &str, value: String) -> Result<(), ExpandError> {
         if let Some(m) = self.read_only(name) {
-            self.exit_now = self.opts.errexit;
+            self.exit_now = self.opts.errexit && !self.ignored_by_caller;
             return Err(ExpandError::Arith(m));
         }
         // `${NAME:=value}` assigns as a bare assignment does.
@@ -3490,10 +3500,11 @@ impl Interp<'_> {
 
     /// An assignment to a read-only name: bash's message, then under
     /// `set -e` the end of the shell with 1 whatever the context (`||`,
-    /// `if`), else `otherwise`.
+    /// `if`) unless a file was sourced in such a context, else
+    /// `otherwise`.
     fn readonly_failed(&mut self, name: &str, otherwise: Unwind) -> Unwind {
         say(&format!("{name}: readonly variable"));
-        if self.opts.errexit {
+        if self.opts.errexit && !self.ignored_by_caller {
             Unwind::Exit(1)
         } else {
             otherwise

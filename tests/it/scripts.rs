@@ -940,6 +940,8 @@ fn script_files_sourced_files_and_builtins_match_bash() {
         "set -e; readonly R=1\nunset R || echo or\ndeclare R=2 || echo or2\nexport R=3 || echo no\necho never",
         "set -e; readonly R=1\nif true; then read R <<< x || echo no; fi\necho never",
         "set -e; readonly R=1\n(( R++ )) || echo no\necho never",
+        // ... but not in a sourced file called where `set -e` is ignored.
+        "readonly R=1; printf 'set -e\\nR=2; echo no\\necho goes on\\n' > so.sh\n. ./so.sh || echo or\nif . ./so.sh; then echo t; fi\necho next",
     ];
     for cmd in cases {
         let ws = workspace(files);
