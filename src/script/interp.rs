@@ -112,7 +112,6 @@ struct Frame {
 /// interactive starts its messages with `NAME: line N: `, as bash does.
 /// A free function prints the messages (`say`), so the place is the
 /// process's, set as the interpreter enters and leaves a text.
-#[derive(Clone)]
 struct Place {
     name: Rc<str>,
     text: Rc<str>,
@@ -3503,7 +3502,7 @@ impl Interp<'_> {
     /// `if`) unless a file was sourced in such a context, else
     /// `otherwise`.
     fn readonly_failed(&mut self, name: &str, otherwise: Unwind) -> Unwind {
-        say(&format!("{name}: readonly variable"));
+        say(&self.read_only(name).unwrap_or_default());
         if self.opts.errexit && !self.ignored_by_caller {
             Unwind::Exit(1)
         } else {
