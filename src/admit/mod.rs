@@ -170,7 +170,15 @@ fn check_into(
         return Err(d.clone());
     }
     let mut warnings: Vec<String> = judgement.warnings().collect();
-    let env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
+    let mut env = env::build(policy, &req.env, &mut |name| std::env::var_os(name))?;
+    if policy.network.level == crate::policy::Network::Domains
+        && policy.network.per_command()
+        && policy
+            .network
+            .grants_program(&policy.commands.search_path, &program)
+    {
+        env = crate::policy::network::granted_env(&env);
+    }
     let cwd = confine_cwd(req.cwd.as_deref())?;
     let timeout_ms = timeout_of(policy, req, &mut warnings)?;
     Ok(plan(

@@ -640,10 +640,9 @@ impl Confinement {
         // executes (`script`), so it gets none itself.
         let mut net_layer = None;
         if network == Network::Domains && policy.network.per_command() {
-            let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let port = policy
                 .network
-                .grants(name)
+                .grants_program(&policy.commands.search_path, program)
                 .then_some(crate::policy::PROXY_PORT);
             match sys_net::connect_layer(port)
                 .map_err(|e| ConfineError::LandlockRuleset { why: e.to_string() })?

@@ -12,6 +12,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// Where the proxy listens inside the run's network namespace: the
 /// namespace is the run's own, so a fixed port is always free, and the
@@ -53,17 +54,33 @@ impl NetworkSetting {
         }
     }
 
-    /// Whether the program named `name` (a path's last component counts)
-    /// may reach the proxy: always without `commands`.
-    pub fn grants(&self, name: &str) -> bool {
+    /// Whether the program about to be executed at `program` may reach
+    /// the proxy: always without `commands`. With `commands`, by what the
+    /// file is, never by the name it runs under: the file a listed name
+    /// resolves to on `search_path` (a link to it counts, a link named
+    /// `pip` to python3 does not), or a listed entry point of a Python
+    /// virtual environment (`venv` below).
+    pub fn grants_program(&self, search_path: &[PathBuf], program: &Path) -> bool {
         let Some(d) = &self.domains else {
             return false;
         };
-        let base = name.rsplit('/').next().unwrap_or(name);
-        match &d.commands {
-            None => true,
-            Some(list) => list.iter().any(|c| c == base),
-        }
+        let Some(list) = &d.commands else {
+            return true;
+        };
+        let Ok(real) = std::fs::canonicalize(program) else {
+            return false;
+        };
+        let listed = |name: &str| list.iter().any(|c| c == name);
+        let resolves_to = |name: &String| {
+            search_path
+                .iter()
+                .any(|dir| std::fs::canonicalize(dir.join(name)).is_ok_and(|p| p == real))
+        };
+        list.iter().any(resolves_to)
+            || real
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| listed(n) && venv_entry_point(&real))
     }
 
     /// Whether commands are scoped one by one (`commands` is set).
@@ -122,6 +139,94 @@ impl NetworkSetting {
         }
         Ok(())
     }
+}
+
+/// A console script of a Python virtual environment (`VENV/bin/pip`):
+/// a regular file in `VENV/bin` beside `VENV/pyvenv.cfg` whose `#!` line
+/// names that environment's own python, itself a link to an interpreter
+/// outside the environment. `python3 -m venv` makes exactly this; pip in
+/// it runs the environment's installed code, so a grant to `pip` covers
+/// what that environment holds (docs/policy.md, Network by domain).
+fn venv_entry_point(real: &Path) -> bool {
+    use std::io::Read;
+    let Some(bin) = real.parent() else {
+        return false;
+    };
+    let Some(venv) = bin.parent() else {
+        return false;
+    };
+    if bin.file_name().is_none_or(|n| n != "bin") || !venv.join("pyvenv.cfg").is_file() {
+        return false;
+    }
+    let mut head = [0u8; 512];
+    let Ok(n) = std::fs::File::open(real).and_then(|mut f| f.read(&mut head)) else {
+        return false;
+    };
+    let Some(line) = head[..n].strip_prefix(b"#!") else {
+        return false;
+    };
+    let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+    let Ok(line) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let Some(interp) = line.split_whitespace().next().map(Path::new) else {
+        return false;
+    };
+    // The environment's python is a link out of it (`python3 -m venv`
+    // without --copies); a python file inside it would be the run's own.
+    interp
+        .parent()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .is_some_and(|d| d == bin)
+        && std::fs::canonicalize(interp).is_ok_and(|p| !p.starts_with(venv))
+}
+
+/// Variables that make a program load code other than its own: a program
+/// `network.commands` grants gets none of them from the run, so the run
+/// cannot lend that program's network to code of its own
+/// (`PYTHONPATH=. pip` would import `./sitecustomize.py` inside pip).
+pub const CODE_LOADING_ENV: &[&str] = &[
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUSERBASE",
+    "PYTHONSTARTUP",
+    "PYTHONINSPECT",
+    "PYTHONEXECUTABLE",
+    "PYTHONPLATLIBDIR",
+    "OPENSSL_CONF",
+    "OPENSSL_ENGINES",
+    "OPENSSL_MODULES",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_REPL_EXTERNAL_MODULE",
+    "PERL5LIB",
+    "PERLLIB",
+    "PERL5OPT",
+    "PERL5DB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "GCONV_PATH",
+    "BASH_ENV",
+    "ENV",
+];
+
+/// The environment of a program `network.commands` grants: without the
+/// code-loading variables, and without Python's per-user site directory
+/// (the run can write `.pth` files into `$HOME/.local`, which Python
+/// executes at start).
+pub fn granted_env<'a>(
+    env: impl IntoIterator<Item = &'a (String, String)>,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(k, _)| !CODE_LOADING_ENV.contains(&k.as_str()) && k != "PYTHONNOUSERSITE")
+        .cloned()
+        .collect();
+    out.push(("PYTHONNOUSERSITE".into(), "1".into()));
+    out
 }
 
 /// A network setting that parses but does not make sense.
@@ -218,14 +323,77 @@ mod tests {
         )
         .unwrap();
         assert!(p.network.per_command());
-        assert!(p.network.grants("pip"));
-        assert!(p.network.grants("/work/.venv/bin/pip"));
-        assert!(!p.network.grants("python3"));
         let g = p.network.grant().unwrap();
         assert_eq!(g.resolve.len(), 1);
         // Round trip through the policy's own rendering.
         let again = parse(&p.to_toml()).unwrap();
         assert_eq!(again.network, p.network);
+    }
+
+    #[test]
+    fn network_commands_grant_a_program_by_what_it_is_not_by_its_name() {
+        use std::os::unix::fs::symlink;
+        let p = parse("network = { allow = [\"pkg.test\"], commands = [\"pip\"] }").unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let (sys, ws) = (t.path().join("usr/bin"), t.path().join("ws"));
+        std::fs::create_dir_all(&sys).unwrap();
+        std::fs::create_dir_all(ws.join("b")).unwrap();
+        std::fs::write(sys.join("pip"), "#!/usr/bin/python3\n").unwrap();
+        std::fs::write(sys.join("python3"), "").unwrap();
+        let search = [sys.clone()];
+        let grants = |path: &Path| p.network.grants_program(&search, path);
+        assert!(grants(&sys.join("pip")));
+        assert!(!grants(&sys.join("python3")));
+        // A link is what it points at.
+        symlink(sys.join("python3"), ws.join("b/pip")).unwrap();
+        assert!(!grants(&ws.join("b/pip")));
+        symlink(sys.join("pip"), ws.join("b/mypip")).unwrap();
+        assert!(grants(&ws.join("b/mypip")));
+        // A file the run wrote and named pip is not pip.
+        std::fs::write(ws.join("pip"), "#!/usr/bin/python3\n").unwrap();
+        assert!(!grants(&ws.join("pip")));
+        // A venv's console script, as `python3 -m venv` lays it out.
+        let venv = ws.join(".venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        symlink(sys.join("python3"), venv.join("bin/python")).unwrap();
+        let script = format!("#!{}/bin/python\nimport pip\n", venv.display());
+        std::fs::write(venv.join("bin/pip"), &script).unwrap();
+        assert!(!grants(&venv.join("bin/pip")), "no pyvenv.cfg: not a venv");
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        assert!(grants(&venv.join("bin/pip")));
+        std::fs::write(venv.join("bin/pip2"), &script).unwrap();
+        assert!(
+            !grants(&venv.join("bin/pip2")),
+            "a name the list does not hold"
+        );
+        // Its python a file of the run's own, not a link out: refused.
+        std::fs::remove_file(venv.join("bin/python")).unwrap();
+        std::fs::write(venv.join("bin/python"), "").unwrap();
+        assert!(!grants(&venv.join("bin/pip")));
+        // No `commands`: every program; no domain list: none.
+        let all = parse("network = { allow = [\"pkg.test\"] }").unwrap();
+        assert!(all.network.grants_program(&search, &sys.join("python3")));
+        let none = parse("network = \"none\"").unwrap();
+        assert!(!none.network.grants_program(&search, &sys.join("pip")));
+    }
+
+    #[test]
+    fn a_granted_program_gets_no_code_loading_variable() {
+        let env: Vec<(String, String)> = [
+            ("PATH", "/usr/bin"),
+            ("PYTHONPATH", "."),
+            ("OPENSSL_CONF", "x"),
+            ("NODE_OPTIONS", "--require ./x.js"),
+            ("PYTHONNOUSERSITE", ""),
+            ("PIP_INDEX_URL", "http://pkg.test/simple"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let out = granted_env(&env);
+        let names: Vec<&str> = out.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "PIP_INDEX_URL", "PYTHONNOUSERSITE"]);
+        assert_eq!(out[2].1, "1");
     }
 
     #[test]

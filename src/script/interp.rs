@@ -165,6 +165,9 @@ enum Call {
         argv: Vec<String>,
         offsets: Vec<usize>,
         exec: Option<PathBuf>,
+        /// The script file itself: what `network.commands` judges (a
+        /// venv's `pip` is pip, not the python that runs it).
+        script: Option<PathBuf>,
     },
     /// Done already (bash's error for a file it cannot run): the status.
     Status(i32),
@@ -1913,6 +1916,7 @@ impl Interp<'_> {
             return Ok(st);
         }
         let mut exec_path = None;
+        let mut identity = None;
         match self.script_call(c, &argv)? {
             None => {}
             Some(Call::Status(st)) => return Ok(st),
@@ -1920,10 +1924,12 @@ impl Interp<'_> {
                 argv: a,
                 offsets: o,
                 exec: e,
+                script,
             }) => {
                 judged = (a.clone(), o);
                 argv = a;
                 exec_path = e;
+                identity = script;
             }
             Some(Call::Eval { text }) => {
                 // Prefix assignments hold for the call only, as bash
@@ -2024,12 +2030,12 @@ impl Interp<'_> {
         // A shell with `>(...)` lists running waits for them before it
         // ends, so it cannot become the program.
         if tail && self.child && !self.writers_running() {
-            self.exec_program(c, &program, &argv, &env);
+            self.exec_program(c, &program, identity.as_deref(), &argv, &env);
         }
         let started = Instant::now();
         let pid = self.fork()?;
         if pid == 0 {
-            self.exec_program(c, &program, &argv, &env);
+            self.exec_program(c, &program, identity.as_deref(), &argv, &env);
         }
         let raw = wait_pid(pid);
         self.report_end(pid, raw, started);
@@ -2042,10 +2048,13 @@ impl Interp<'_> {
     }
 
     /// In the process that becomes the program: redirections, then exec.
+    /// `identity`: the script a shebang's interpreter runs, when that is
+    /// what runs (`network.commands` judges the script, not python).
     fn exec_program(
         &mut self,
         c: &SimpleCommand,
         program: &Path,
+        identity: Option<&Path>,
         argv: &[String],
         env: &[(String, String)],
     ) -> ! {
@@ -2059,18 +2068,21 @@ impl Interp<'_> {
         }
         // network.commands: this command reaches the proxy only when it
         // is one of the listed programs, and nothing else in any case.
+        let mut granted_env = None;
         // The layer stacks on every layer above it, so a listed program
         // started by an unlisted one gets nothing either.
         if self.policy.network.level == crate::policy::Network::Domains
             && self.policy.network.per_command()
             && !is_own_binary(program)
         {
-            let name = program.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let port = self
-                .policy
-                .network
-                .grants(name)
-                .then_some(crate::policy::PROXY_PORT);
+            let granted = self.policy.network.grants_program(
+                &self.policy.commands.search_path,
+                identity.unwrap_or(program),
+            );
+            if granted {
+                granted_env = Some(crate::policy::network::granted_env(env));
+            }
+            let port = granted.then_some(crate::policy::PROXY_PORT);
             match crate::sys::connect_layer(port) {
                 Ok(Some(fd)) => {
                     if let Err(e) = crate::sys::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&fd))
@@ -2095,6 +2107,7 @@ impl Interp<'_> {
         self.pass_process_substs();
         let prog = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
         let argv_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect();
+        let env = granted_env.as_deref().unwrap_or(env);
         let env_c: Vec<CString> = env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect();
         let mut av: Vec<*const libc::c_char> = argv_c.iter().map(|c| c.as_ptr()).collect();
         av.push(std::ptr::null());
@@ -2256,6 +2269,7 @@ impl Interp<'_> {
                     offsets: vec![c.offset; a.len()],
                     argv: a,
                     exec: None,
+                    script: None,
                 },
             }));
         }
@@ -2300,6 +2314,7 @@ impl Interp<'_> {
                         argv: argv.to_vec(),
                         offsets,
                         exec: Some(path),
+                        script: None,
                     })
                 }
                 _ => None,
@@ -2348,6 +2363,7 @@ impl Interp<'_> {
                     argv: out,
                     offsets,
                     exec,
+                    script: Some(self.cwd.join(&argv[0])),
                 }))
             }
             Shebang::Binary => Ok(None),

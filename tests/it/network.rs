@@ -727,3 +727,84 @@ fn an_unprivileged_accounts_runs_share_their_workspaces_loopback_too() {
     let user = common::accounts::User::without_home();
     one_loopback_per_workspace(|| user.agent(), Some((user.uid, user.gid)));
 }
+
+/// A `sitecustomize` that fetches a URL when any Python starts, as code a
+/// run plants for a granted program to import.
+const SITECUSTOMIZE_PY: &str = r#"
+import os, urllib.request
+url = os.environ.get("PLANTED_URL")
+if url:
+    try:
+        urllib.request.urlopen(url, timeout=10).read()
+        print("planted code reached the proxy")
+    except OSError as e:
+        print("planted code failed:", getattr(e, "reason", e))
+"#;
+
+#[test]
+fn network_commands_follow_what_a_program_is_not_its_name_nor_its_variables() {
+    let test = "network_commands_follow_what_a_program_is_not_its_name_nor_its_variables";
+    if !ready(test) {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    let made = Command::new("python3")
+        .args(["-c", MAKE_WHEEL_PY])
+        .arg(site.path())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let server = Server::start(site.path());
+    let p = common::policy(&format!(
+        "network = {{ allow = [\"pkg.test\"], commands = [\"pip\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
+         limits.timeout_ms = 300000\n\
+         [commands]\nallow = [\"python3\", \"ln\", \"mkdir\", \"pip\"]\nworkspace = true\n",
+        server.port
+    ));
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("fetch.py"), FETCH_PY).unwrap();
+    std::fs::write(ws.path().join("sitecustomize.py"), SITECUSTOMIZE_PY).unwrap();
+    let url = "http://pkg.test/simple/tinypkg/";
+    // python3 behind a link named pip is python3: no proxy.
+    let r = run(
+        &p,
+        ws.path(),
+        &format!("mkdir b && ln -s \"$(command -v python3)\" b/pip && b/pip fetch.py {url}"),
+    );
+    assert_eq!(
+        s(&r, "stdout"),
+        "python3 failed: [Errno 13] Permission denied\n",
+        "{r}"
+    );
+    assert_eq!(network(&r), (vec![], vec![]), "{r}");
+    // pip itself is granted, but code the run plants for it to load is
+    // not loaded: PYTHONPATH and kin never reach a granted program.
+    if common::ready(test, false, &["pip"]) {
+        let r = run(
+            &p,
+            ws.path(),
+            &format!("export PYTHONPATH=. PLANTED_URL={url}; pip --version >/dev/null; echo done"),
+        );
+        assert_eq!(s(&r, "stdout"), "done\n", "{r}");
+        assert_eq!(network(&r), (vec![], vec![]), "{r}");
+    }
+    // An activated venv's pip is pip: it installs through the proxy, while
+    // the venv's python stays without a connection.
+    let r = run(
+        &p,
+        ws.path(),
+        &format!(
+            "python3 -m venv .venv && . .venv/bin/activate && pip install -q --disable-pip-version-check \
+             --index-url http://pkg.test/simple/ --trusted-host pkg.test tinypkg \
+             && python -c 'import tinypkg; print(tinypkg.ANSWER)' && python fetch.py {url}"
+        ),
+    );
+    assert_eq!(
+        s(&r, "stdout"),
+        "42\npython3 failed: [Errno 13] Permission denied\n",
+        "{r}"
+    );
+    let (allowed, refused) = network(&r);
+    assert!(!allowed.is_empty(), "{r}");
+    assert!(refused.is_empty(), "{r}");
+}
