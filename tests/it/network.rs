@@ -307,12 +307,8 @@ with open(os.path.join(out, "simple", "tinypkg", "index.html"), "w") as f:
     f.write(f'<html><body><a href="../../{name}">{name}</a></body></html>\n')
 "#;
 
-#[test]
-fn pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached() {
-    let test = "pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached";
-    if !ready(test) {
-        return;
-    }
+/// A package index serving `tinypkg` (MAKE_WHEEL_PY) from a local server.
+fn wheel_index() -> (tempfile::TempDir, Server) {
     let site = tempfile::tempdir().unwrap();
     let made = Command::new("python3")
         .args(["-c", MAKE_WHEEL_PY])
@@ -321,6 +317,16 @@ fn pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached() {
         .unwrap();
     assert!(made.success());
     let server = Server::start(site.path());
+    (site, server)
+}
+
+#[test]
+fn pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached() {
+    let test = "pip_installs_from_a_listed_index_into_a_venv_and_nothing_else_is_reached";
+    if !ready(test) {
+        return;
+    }
+    let (_site, server) = wheel_index();
     let p = common::policy(&format!(
         "network = {{ allow = [\"pkg.test\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
          limits.timeout_ms = 300000\n\
@@ -747,14 +753,7 @@ fn network_commands_follow_what_a_program_is_not_its_name_nor_its_variables() {
     if !ready(test) {
         return;
     }
-    let site = tempfile::tempdir().unwrap();
-    let made = Command::new("python3")
-        .args(["-c", MAKE_WHEEL_PY])
-        .arg(site.path())
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let server = Server::start(site.path());
+    let (_site, server) = wheel_index();
     let p = common::policy(&format!(
         "network = {{ allow = [\"pkg.test\"], commands = [\"pip\"], resolve = {{ \"pkg.test\" = \"127.0.0.1:{}\" }} }}\n\
          limits.timeout_ms = 300000\n\
